@@ -1,0 +1,52 @@
+"""Attention methods behind one contract: ``methods.build(name, head_dim=D, impl=...)``.
+
+Each sub-package ``methods/<name>/`` registers one method class (a subclass of
+:class:`methods.base.AttentionMethod`) when it is imported. Sub-packages whose name starts with an
+underscore hold shared machinery and register nothing. Adding a method touches nothing here.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+
+from methods.base import AttentionMethod, MethodError
+from methods.registry import REGISTRY, register
+
+# The order users read in tables; methods outside this list follow alphabetically.
+CANONICAL_ORDER = ("softmax", "linear", "favor", "taylor", "loglinear")
+
+_discovered = False
+
+
+def _discover() -> None:
+    global _discovered
+    if _discovered:
+        return
+    for info in pkgutil.iter_modules(__path__):
+        if info.ispkg and not info.name.startswith("_"):
+            importlib.import_module(f"{__name__}.{info.name}")
+    _discovered = True
+
+
+def available() -> tuple[str, ...]:
+    """The registered method names, in canonical order."""
+    _discover()
+    rank = {name: i for i, name in enumerate(CANONICAL_ORDER)}
+    return tuple(sorted(REGISTRY, key=lambda n: (rank.get(n, len(rank)), n)))
+
+
+def get(name: str) -> type[AttentionMethod]:
+    """The class registered under ``name``; a clear error listing the valid names otherwise."""
+    _discover()
+    if name not in REGISTRY:
+        raise MethodError(f"unknown method {name!r}; valid methods: {', '.join(available())}")
+    return REGISTRY[name]
+
+
+def build(name: str, head_dim: int, impl: str = "auto", **options) -> AttentionMethod:
+    """Instantiate method ``name`` for heads of size ``head_dim`` with implementation ``impl``."""
+    return get(name)(head_dim=head_dim, impl=impl, **options)
+
+
+__all__ = ["AttentionMethod", "MethodError", "available", "build", "get", "register"]

@@ -1,0 +1,121 @@
+"""The contract every attention method honours (see DESIGN.md, "Contracts other code relies on").
+
+``module(q, k, v, causal=False)`` takes q, k of shape (batch, heads, N, D) and v of shape
+(batch, heads, N, E) and returns (batch, heads, N, E) in the dtype of q. Each method lists the
+implementations it has in ``impls``; ``impl="auto"`` picks the fastest one usable on the device of
+the inputs. The recurrent form (``init_state`` / ``step``) is the causal parallel form, one token
+at a time.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, ClassVar
+
+import torch
+from torch import nn
+
+
+class MethodError(ValueError):
+    """A user mistake about a method: wrong name, option, implementation or input shape."""
+
+
+def triton_unusable_reason(device: torch.device) -> str | None:
+    """Why Triton kernels cannot run on ``device`` here, or None when they can."""
+    try:
+        import triton  # noqa: F401
+    except ImportError:
+        return "triton is not installed (pip install -e '.[gpu]')"
+    if device.type == "cuda":
+        return None
+    if device.type == "cpu" and os.environ.get("TRITON_INTERPRET") == "1":
+        return None
+    return (
+        f"Triton kernels need a CUDA device, or TRITON_INTERPRET=1 on the CPU; inputs are on "
+        f"{device.type}; use impl=chunk or impl=naive instead"
+    )
+
+
+class AttentionMethod(nn.Module):
+    """Base class: checks inputs, resolves ``impl`` and dispatches to ``_forward_<impl>``."""
+
+    name: ClassVar[str]
+    #: Implementations this method has, fastest-on-CPU last but one; each ``x`` is ``_forward_x``.
+    impls: ClassVar[tuple[str, ...]]
+    #: What ``impl="auto"`` picks on the CPU; on CUDA it picks "triton" when the method has one.
+    cpu_default: ClassVar[str]
+
+    def __init__(self, head_dim: int, impl: str = "auto") -> None:
+        super().__init__()
+        if not isinstance(head_dim, int) or isinstance(head_dim, bool) or head_dim <= 0:
+            raise MethodError(f"head_dim must be a positive integer, got {head_dim!r}")
+        valid = ("auto", *self.impls)
+        if impl not in valid:
+            raise MethodError(
+                f"unknown impl {impl!r} for method {self.name!r}; valid: {', '.join(valid)}"
+            )
+        self.head_dim = head_dim
+        self.impl = impl
+
+    # -- implementation choice ---------------------------------------------------------------
+    def resolve_impl(self, device: torch.device) -> str:
+        """The implementation that ``forward`` runs for inputs on ``device``."""
+        if self.impl == "auto":
+            if "triton" in self.impls and device.type == "cuda" and not triton_unusable_reason(device):
+                return "triton"
+            if "sdpa" in self.impls:
+                return "sdpa"
+            return self.cpu_default
+        if self.impl == "triton":
+            reason = triton_unusable_reason(device)
+            if reason:
+                raise MethodError(f"impl=triton for method {self.name!r}: {reason}")
+        return self.impl
+
+    # -- the parallel form -------------------------------------------------------------------
+    def forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = False) -> torch.Tensor:
+        self.check_inputs(q, k, v)
+        impl = self.resolve_impl(q.device)
+        return getattr(self, f"_forward_{impl}")(q, k, v, causal)
+
+    def check_inputs(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
+        """One clear error for any shape or dtype the contract does not allow."""
+        for label, t in (("q", q), ("k", k), ("v", v)):
+            if t.dim() != 4:
+                raise MethodError(
+                    f"{self.name}: {label} must have shape (batch, heads, N, dim), got {tuple(t.shape)}"
+                )
+        if q.shape != k.shape:
+            raise MethodError(f"{self.name}: q and k shapes differ: {tuple(q.shape)} vs {tuple(k.shape)}")
+        if v.shape[:3] != q.shape[:3]:
+            raise MethodError(
+                f"{self.name}: v must share (batch, heads, N) with q: {tuple(v.shape)} vs {tuple(q.shape)}"
+            )
+        if q.shape[-1] != self.head_dim:
+            raise MethodError(
+                f"{self.name}: built for head_dim={self.head_dim}, got inputs with D={q.shape[-1]}"
+            )
+        if q.shape[2] == 0:
+            raise MethodError(f"{self.name}: sequence length must be at least 1")
+        if not (q.dtype == k.dtype == v.dtype):
+            raise MethodError(f"{self.name}: q, k, v dtypes differ: {q.dtype}, {k.dtype}, {v.dtype}")
+
+    # -- the recurrent form ------------------------------------------------------------------
+    def init_state(
+        self,
+        batch: int,
+        heads: int,
+        head_dim: int,
+        value_dim: int,
+        device: torch.device | str | None = None,
+        dtype: torch.dtype | None = None,
+    ) -> Any:
+        """The empty decoding state for a batch of sequences."""
+        raise NotImplementedError
+
+    def step(self, q_t: torch.Tensor, k_t: torch.Tensor, v_t: torch.Tensor, state: Any) -> tuple[torch.Tensor, Any]:
+        """One decoding step: q_t, k_t (batch, heads, D), v_t (batch, heads, E) -> (o_t, new state)."""
+        raise NotImplementedError
+
+    def extra_repr(self) -> str:
+        return f"head_dim={self.head_dim}, impl={self.impl}"

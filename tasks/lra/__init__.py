@@ -1,0 +1,1 @@
+"""Long Range Arena tasks."""
