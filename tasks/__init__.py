@@ -1,1 +1,39 @@
-"""Task families: each module builds datasets and declares what a task is (length, vocab, metric)."""
+"""Task families: each module builds datasets and declares what a task is (length, vocab, metric).
+
+``tasks.load(name, config, data_dir)`` returns :class:`tasks.base.TaskData`. ``config`` is the
+``task`` group of the resolved Hydra config (a mapping); each loader reads the keys it declares.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Mapping
+from pathlib import Path
+
+from tasks.base import TaskData, TaskError, TaskInfo
+
+# name -> "module:function"; imported on use so a task's heavy dependencies load only when needed.
+LOADERS: dict[str, str] = {
+    "listops": "tasks.lra.listops:load",
+}
+
+
+def available() -> tuple[str, ...]:
+    """The task names the harness can run."""
+    return tuple(LOADERS)
+
+
+def loader(name: str) -> Callable[[Mapping, Path], TaskData]:
+    """The load function of task ``name``; a clear error listing the valid names otherwise."""
+    if name not in LOADERS:
+        raise TaskError(f"unknown task {name!r}; valid tasks: {', '.join(available())}")
+    module_name, func = LOADERS[name].split(":")
+    return getattr(importlib.import_module(module_name), func)
+
+
+def load(name: str, config: Mapping, data_dir: str | Path) -> TaskData:
+    """Build (or read from cache) the splits of task ``name``."""
+    return loader(name)(config, Path(data_dir))
+
+
+__all__ = ["TaskData", "TaskError", "TaskInfo", "available", "load", "loader"]
