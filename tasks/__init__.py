@@ -12,10 +12,16 @@ from pathlib import Path
 
 from tasks.base import TaskData, TaskError, TaskInfo
 
-# name -> "module:function"; imported on use so a task's heavy dependencies load only when needed.
-LOADERS: dict[str, str] = {
-    "listops": "tasks.lra.listops:load",
-}
+# name -> "module:function", gathered from each family's ``LOADERS``; a task's module is imported
+# on use so its heavy dependencies load only when needed.
+FAMILIES = ("tasks.lra", "tasks.recall", "tasks.genomics")
+LOADERS: dict[str, str] = {}
+for _family in FAMILIES:
+    try:
+        LOADERS.update(importlib.import_module(_family).LOADERS)
+    except ModuleNotFoundError as exc:  # a family not written yet
+        if exc.name != _family:
+            raise
 
 
 def available() -> tuple[str, ...]:

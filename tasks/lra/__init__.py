@@ -1,1 +1,6 @@
 """Long Range Arena tasks."""
+
+# name -> "module:function" of the loader; merged into ``tasks.LOADERS``.
+LOADERS = {
+    "listops": "tasks.lra.listops:load",
+}

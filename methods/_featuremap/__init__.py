@@ -1,0 +1,5 @@
+"""Shared machinery of the kernelized methods (linear, favor, taylor): attention from features.
+
+Given phi(q), phi(k) the output is o_i = sum_j (phi(q_i).phi(k_j)) v_j / sum_j phi(q_i).phi(k_j),
+the kernel smoother with kernel k(q, k) ~ phi(q).phi(k). Each method only supplies its feature map.
+"""
