@@ -1,0 +1,1 @@
+"""The harness: entry point, backbones, train/eval loop, result records, environment capture."""

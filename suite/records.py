@@ -1,0 +1,166 @@
+"""Result records: one JSON file per run, the leaderboard's only input (DESIGN.md, "Result record").
+
+A record is written to a temporary file in its destination folder, flushed to disk, then renamed
+over its final name, so a reader (or a crash) never sees half a record.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+import os
+import secrets
+import tempfile
+import warnings
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+SCHEMA = 1
+KINDS = ("train", "kernel", "fidelity", "decode")
+STATUSES = ("ok", "diverged", "oom", "error", "skipped", "interrupted")
+FIELDS = (
+    "schema", "kind", "run_id", "created", "status", "error", "method", "task", "config",
+    "config_hash", "metrics", "env",
+)
+# Where a run's files go, or how it is watched, does not change what the run measures.
+NON_DEFINING_KEYS = frozenset({"results_dir", "data_dir", "hydra", "logger", "force"})
+
+
+class RecordError(ValueError):
+    """A file under results/ that is not a readable record of a known schema."""
+
+
+def scrub_home(value: Any) -> Any:
+    """``value`` with the user's home directory replaced by ``~`` in every string, recursively."""
+    home = str(Path.home())
+    if isinstance(value, str):
+        return value.replace(home, "~") if home not in ("/", "") else value
+    if isinstance(value, Mapping):
+        return {k: scrub_home(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [scrub_home(v) for v in value]
+    return value
+
+
+def config_hash(config: Mapping, device_type: str) -> str:
+    """A stable hash of what defines a run: the config without paths, plus the resolved device."""
+    defining = {k: v for k, v in config.items() if k not in NON_DEFINING_KEYS}
+    defining["device"] = device_type
+    canonical = json.dumps(defining, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(canonical.encode()).hexdigest()[:16]
+
+
+def utc_now() -> str:
+    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
+def new_record(
+    kind: str,
+    *,
+    config: Mapping,
+    config_hash: str,
+    method: Mapping,
+    task: Mapping,
+    metrics: Mapping,
+    env: Mapping,
+    status: str = "ok",
+    error: str | None = None,
+) -> dict:
+    """A complete record; ``run_id`` is the UTC time, the config hash and a random suffix."""
+    if kind not in KINDS:
+        raise ValueError(f"unknown record kind {kind!r}; valid: {', '.join(KINDS)}")
+    if status not in STATUSES:
+        raise ValueError(f"unknown record status {status!r}; valid: {', '.join(STATUSES)}")
+    created = utc_now()
+    stamp = created.replace("-", "").replace(":", "")
+    return {
+        "schema": SCHEMA,
+        "kind": kind,
+        "run_id": f"{stamp}_{config_hash[:8]}_{secrets.token_hex(2)}",
+        "created": created,
+        "status": status,
+        "error": error,
+        "method": dict(method),
+        "task": dict(task),
+        "config": scrub_home(dict(config)),
+        "config_hash": config_hash,
+        "metrics": dict(metrics),
+        "env": dict(env),
+    }
+
+
+def record_path(record: Mapping, results_dir: str | Path) -> Path:
+    """``<results_dir>/<kind>/<task>/<method>/<run_id>.json``."""
+    return (
+        Path(results_dir) / record["kind"] / record["task"]["name"] / record["method"]["name"]
+        / f"{record['run_id']}.json"
+    )
+
+
+def write_record(record: Mapping, results_dir: str | Path) -> Path:
+    """Write ``record`` atomically under ``results_dir`` and return its path."""
+    path = record_path(record, results_dir)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    text = json.dumps(record, indent=2, sort_keys=False, allow_nan=False, default=str) + "\n"
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.stem}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
+
+
+def read_record(path: str | Path) -> dict:
+    """Parse and check one record; RecordError names the file and what is wrong."""
+    path = Path(path)
+    try:
+        record = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise RecordError(f"{path}: not a readable JSON record ({exc})") from exc
+    if not isinstance(record, dict):
+        raise RecordError(f"{path}: not a record (top level is {type(record).__name__})")
+    if record.get("schema") != SCHEMA:
+        raise RecordError(f"{path}: unknown schema {record.get('schema')!r} (this suite reads {SCHEMA})")
+    missing = [f for f in FIELDS if f not in record]
+    if missing:
+        raise RecordError(f"{path}: missing fields {', '.join(missing)}")
+    if record["kind"] not in KINDS or record["status"] not in STATUSES:
+        raise RecordError(f"{path}: unknown kind {record['kind']!r} or status {record['status']!r}")
+    for field in ("method", "task", "metrics", "env", "config"):
+        if not isinstance(record[field], dict):
+            raise RecordError(f"{path}: field {field!r} is not an object")
+    return record
+
+
+def iter_records(results_dir: str | Path) -> Iterator[tuple[Path, dict]]:
+    """Every valid record under ``results_dir``; invalid files are skipped with a warning naming them."""
+    for path in sorted(Path(results_dir).rglob("*.json")):
+        try:
+            yield path, read_record(path)
+        except RecordError as exc:
+            warnings.warn(f"skipping {exc}", stacklevel=2)
+
+
+def check_writable(results_dir: str | Path) -> None:
+    """Fail before any work if records cannot be written to ``results_dir`` (read-only, full disk)."""
+    from suite.errors import ConfigError
+
+    root = Path(results_dir)
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        fd, probe = tempfile.mkstemp(prefix=".write-probe.", dir=root)
+        try:
+            os.write(fd, b"x" * 4096)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+            os.unlink(probe)
+    except OSError as exc:
+        raise ConfigError(f"results_dir={str(results_dir)!r} is not writable: {exc.strerror or exc}") from exc

@@ -1,0 +1,179 @@
+"""The train/eval loop: AdamW, warmup + cosine, clipping, periodic validation, test at the best
+validation step. Returns the run's status and metrics; writing the record is the caller's job."""
+
+from __future__ import annotations
+
+import copy
+import math
+import resource
+import statistics
+import time
+from collections.abc import Mapping
+from contextlib import nullcontext
+from dataclasses import dataclass, field
+
+import torch
+from torch.utils.data import DataLoader
+from tqdm.auto import tqdm
+
+from suite.data import IGNORE_LABEL, collate, real_tokens
+from suite.model import build_model, token_loss
+from tasks.base import TaskData
+
+
+@dataclass
+class Outcome:
+    """What a run produced: its status, an error text when not ok, and its metrics."""
+
+    status: str = "ok"
+    error: str | None = None
+    metrics: dict = field(default_factory=dict)
+
+
+def lr_factor(step: int, warmup: int, total: int) -> float:
+    """Linear warm-up to 1, then cosine decay to 0 at ``total``."""
+    if step < warmup:
+        return (step + 1) / warmup
+    progress = (step - warmup) / max(1, total - warmup)
+    return 0.5 * (1.0 + math.cos(math.pi * min(1.0, progress)))
+
+
+def correct_and_count(logits: torch.Tensor, labels: torch.Tensor) -> tuple[int, int]:
+    """Correct predictions and scored positions (all examples, or labelled tokens)."""
+    scored = labels != IGNORE_LABEL
+    hits = (logits.argmax(-1) == labels) & scored
+    return int(hits.sum()), int(scored.sum())
+
+
+def peak_memory(device: torch.device) -> tuple[int, str]:
+    """Peak memory in bytes and where it was read: the CUDA allocator, or the process's peak RSS."""
+    if device.type == "cuda":
+        return torch.cuda.max_memory_allocated(device), "cuda_allocator"
+    # ru_maxrss is in KiB on Linux: the whole process's high-water mark, data loading included.
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024, "process_peak_rss"
+
+
+def autocast(device: torch.device):
+    """bf16 autocast on CUDA; full float32 on the CPU."""
+    return torch.autocast("cuda", dtype=torch.bfloat16) if device.type == "cuda" else nullcontext()
+
+
+def to_device(batch: Mapping[str, torch.Tensor], device: torch.device) -> dict[str, torch.Tensor]:
+    return {k: v.to(device, non_blocking=True) for k, v in batch.items()}
+
+
+@torch.no_grad()
+def evaluate(model, loader: DataLoader, device: torch.device, max_batches: int | None = None) -> float:
+    """Accuracy over (the first ``max_batches`` batches of) ``loader``."""
+    model.eval()
+    correct = total = 0
+    for i, batch in enumerate(loader):
+        if max_batches is not None and i >= max_batches:
+            break
+        batch = to_device(batch, device)
+        with autocast(device):
+            logits = model(batch)
+        c, n = correct_and_count(logits, batch["label"])
+        correct, total = correct + c, total + n
+    model.train()
+    return correct / max(1, total)
+
+
+def train(config: Mapping, data: TaskData, device: torch.device) -> Outcome:
+    """Train ``config['method']`` on ``data`` under ``config['budget']``; return status and metrics."""
+    budget, seed = config["budget"], config["seed"]
+    started = time.perf_counter()
+    torch.manual_seed(seed)
+    model = build_model(config["task"]["backbone"], data.info, config["model"], config["method"]).to(device)
+    param_count = sum(p.numel() for p in model.parameters())
+    optimizer = torch.optim.AdamW(model.parameters(), lr=budget["lr"], weight_decay=budget["weight_decay"])
+    total_steps = budget["max_steps"]
+    scheduler = torch.optim.lr_scheduler.LambdaLR(
+        optimizer, lambda s: lr_factor(s, budget["warmup_steps"], total_steps)
+    )
+    order = torch.Generator().manual_seed(seed)
+    train_loader = DataLoader(data.train, batch_size=budget["batch_size"], shuffle=True,
+                              generator=order, collate_fn=collate)
+    eval_loader = {
+        name: DataLoader(split, batch_size=budget["batch_size"], collate_fn=collate)
+        for name, split in (("val", data.val), ("test", data.test))
+    }
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(device)
+
+    outcome = Outcome()
+    step_times: list[float] = []
+    tokens = correct = scored = 0
+    best_val, best_step, best_state = -1.0, 0, None
+    last_finite_loss = None
+    batches = iter(())
+    bar = tqdm(total=total_steps, desc=f"{config['method']['name']} on {data.info.name}",
+               unit="step", dynamic_ncols=True, mininterval=0.5)
+    step = 0
+    try:
+        model.train()
+        while step < total_steps:
+            batch = next(batches, None)
+            if batch is None:  # a new epoch
+                batches = iter(train_loader)
+                continue
+            batch = to_device(batch, device)
+            t0 = time.perf_counter()
+            with autocast(device):
+                logits = model(batch)
+            loss = token_loss(logits, batch["label"])
+            if not torch.isfinite(loss):
+                outcome.status = "diverged"
+                outcome.error = f"loss became {loss.item()} at step {step + 1}"
+                outcome.metrics.update(diverged_step=step + 1, last_finite_loss=last_finite_loss)
+                break
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), budget["grad_clip"])
+            optimizer.step()
+            scheduler.step()
+            optimizer.zero_grad(set_to_none=True)
+            if device.type == "cuda":
+                torch.cuda.synchronize(device)
+            step_times.append(time.perf_counter() - t0)
+            step += 1
+            last_finite_loss = loss.item()
+            tokens += real_tokens(batch)
+            c, n = correct_and_count(logits.detach(), batch["label"])
+            correct, scored = correct + c, scored + n
+            bar.update(1)
+            bar.set_postfix(loss=f"{last_finite_loss:.3f}", acc=f"{correct / max(1, scored):.3f}",
+                            tok_s=f"{tokens / sum(step_times):,.0f}", refresh=False)
+            if step % budget["eval_every"] == 0 or step == total_steps:
+                val = evaluate(model, eval_loader["val"], device, budget["eval_batches"])
+                if val > best_val:
+                    best_val, best_step = val, step
+                    best_state = copy.deepcopy({k: v.detach().cpu() for k, v in model.state_dict().items()})
+                bar.write(f"step {step}: val acc {val:.4f} (best {best_val:.4f} at step {best_step})")
+    except KeyboardInterrupt:
+        outcome.status, outcome.error = "interrupted", f"interrupted after {step} steps"
+    finally:
+        bar.close()
+
+    if outcome.status == "ok":
+        model.load_state_dict(best_state)
+        outcome.metrics.update(
+            test_accuracy=evaluate(model, eval_loader["test"], device),
+            val_accuracy=best_val,
+            best_step=best_step,
+        )
+    memory, memory_source = peak_memory(device)
+    outcome.metrics.update(
+        baseline_accuracy=data.baseline,
+        baseline_name=data.info.baseline_name,
+        train_accuracy=correct / max(1, scored),
+        final_train_loss=last_finite_loss,
+        steps=step,
+        train_tokens=tokens,
+        train_tokens_per_s=tokens / sum(step_times) if step_times else None,
+        median_step_time_s=statistics.median(step_times) if step_times else None,
+        peak_memory_bytes=memory,
+        peak_memory_source=memory_source,
+        param_count=param_count,
+        train_wall_time_s=time.perf_counter() - started,
+    )
+    return outcome

@@ -1,0 +1,99 @@
+"""The record writer and reader: schema, atomic writes, stable hashes, no secrets."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from suite import records
+
+CONFIG = {"method": {"name": "softmax"}, "task": {"name": "listops"}, "seed": 0,
+          "results_dir": "results", "data_dir": "/data"}
+
+
+def make(**overrides) -> dict:
+    fields = dict(config=CONFIG, config_hash=records.config_hash(CONFIG, "cpu"),
+                  method={"name": "softmax", "impl": "auto", "params": {}},
+                  task={"name": "listops", "seq_len": 2000}, metrics={"test_accuracy": 0.5},
+                  env={"device": "cpu"})
+    fields.update(overrides)
+    return records.new_record("train", **fields)
+
+
+def test_record_has_every_design_field_and_reads_back(tmp_path):
+    path = records.write_record(make(), tmp_path)
+    assert path.parent == tmp_path / "train" / "listops" / "softmax"
+    back = records.read_record(path)
+    assert tuple(back) == records.FIELDS
+    assert back["schema"] == records.SCHEMA and back["status"] == "ok"
+    assert back["created"].endswith("Z")
+    assert [p.name for p in path.parent.iterdir()] == [path.name]  # no temp file left
+
+
+def test_config_hash_ignores_paths_but_not_what_defines_the_run():
+    base = records.config_hash(CONFIG, "cpu")
+    assert records.config_hash({**CONFIG, "results_dir": "elsewhere", "data_dir": "/x"}, "cpu") == base
+    assert records.config_hash({**CONFIG, "seed": 1}, "cpu") != base
+    assert records.config_hash(CONFIG, "cuda") != base
+
+
+def test_home_directory_is_scrubbed_from_the_config(tmp_path):
+    home = str(Path.home())
+    record = make(config={**CONFIG, "data_dir": f"{home}/datasets"})
+    assert home not in json.dumps(record) or home in ("/", "")
+    assert record["config"]["data_dir"] == "~/datasets"
+
+
+@pytest.mark.parametrize("text, problem", [
+    ("{not json", "not a readable JSON record"),
+    ("[1, 2]", "not a record"),
+    (json.dumps({"schema": 99}), "unknown schema"),
+    (json.dumps({"schema": records.SCHEMA, "kind": "train"}), "missing fields"),
+])
+def test_bad_files_are_refused_with_their_name(tmp_path, text, problem):
+    path = tmp_path / "bad.json"
+    path.write_text(text)
+    with pytest.raises(records.RecordError, match=problem) as info:
+        records.read_record(path)
+    assert str(path) in str(info.value)
+
+
+def test_iter_records_skips_bad_files_with_a_warning(tmp_path):
+    good = records.write_record(make(), tmp_path)
+    (tmp_path / "train" / "corrupt.json").write_text("{")
+    with pytest.warns(UserWarning, match="corrupt.json"):
+        found = list(records.iter_records(tmp_path))
+    assert [p for p, _ in found] == [good]
+
+
+def test_a_failed_write_leaves_nothing_behind(tmp_path):
+    record = make(metrics={"x": float("nan")})  # NaN is not JSON: the write must fail whole
+    with pytest.raises(ValueError):
+        records.write_record(record, tmp_path)
+    assert not [p for p in tmp_path.rglob("*") if p.is_file()]
+
+
+def test_unwritable_results_dir_is_refused_before_work(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    with pytest.raises(ValueError, match="not writable"):
+        records.check_writable(blocker / "results")  # a path under a regular file
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(), lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(), inner, max_size=4),
+    max_leaves=20,
+)
+
+
+@settings(max_examples=50, deadline=None)
+@given(metrics=st.dictionaries(st.text(min_size=1), json_values, max_size=6))
+def test_any_json_metrics_round_trip(tmp_path_factory, metrics):
+    root = tmp_path_factory.mktemp("r")
+    record = make(metrics=metrics)
+    assert records.read_record(records.write_record(record, root))["metrics"] == json.loads(json.dumps(metrics))
