@@ -1,0 +1,123 @@
+"""The base class of the kernelized methods: options, dispatch among impls, and the recurrent form.
+
+A subclass supplies ``feature_map(x, kind)`` and ``num_features``; it may override ``features`` to
+compute a numerically stabilised pair of feature maps (with the matching epsilon) for ``forward``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+import torch
+
+from methods._featuremap.chunk import feature_attention_chunk
+from methods._featuremap.common import DENOMINATOR_EPS, divide_by_denominator
+from methods._featuremap.naive import feature_attention
+from methods.base import AttentionMethod, MethodError
+
+FEATURE_KINDS = ("query", "key")
+
+
+def positive_int(owner: str, name: str, value: Any) -> int:
+    """``value`` when it is a positive int; a MethodError naming ``owner``'s option otherwise."""
+    if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+        raise MethodError(f"{owner}: option {name} must be a positive integer, got {value!r}")
+    return value
+
+
+class FeatureMapAttention(AttentionMethod):
+    """o_i = sum_j (phi(q_i).phi(k_j)) v_j / (sum_j phi(q_i).phi(k_j) + eps), j <= i when causal."""
+
+    impls = ("naive", "chunk", "triton")
+    cpu_default = "chunk"
+    #: The method's own options and their defaults; ``chunk_size`` is common to all.
+    method_options: ClassVar[dict[str, Any]] = {}
+
+    def __init__(self, head_dim: int, impl: str = "auto", **options: Any) -> None:
+        valid = {"chunk_size": 64, **self.method_options}
+        unknown = sorted(set(options) - set(valid))
+        if unknown:
+            raise MethodError(
+                f"{self.name}: unknown option(s) {', '.join(unknown)}; valid options: {', '.join(sorted(valid))}"
+            )
+        super().__init__(head_dim, impl)
+        self.options = {**valid, **options}
+        self.chunk_size = positive_int(self.name, "chunk_size", self.options["chunk_size"])
+
+    # -- what a subclass supplies ------------------------------------------------------------
+    @property
+    def num_features(self) -> int:
+        """F, the size of one feature vector."""
+        raise NotImplementedError
+
+    def feature_map(self, x: torch.Tensor, kind: str) -> torch.Tensor:
+        """phi(x) for x (B,H,N,D) of ``kind`` "query" or "key": (B,H,N,F)."""
+        raise NotImplementedError
+
+    def features(
+        self, q: torch.Tensor, k: torch.Tensor, causal: bool
+    ) -> tuple[torch.Tensor, torch.Tensor, float | torch.Tensor]:
+        """(phi_q, phi_k, eps) that ``forward`` and ``step`` use; the attention equals the one of
+        ``feature_map`` with DENOMINATOR_EPS. Keys of the causal form may not see later keys."""
+        return self.feature_map(q, "query"), self.feature_map(k, "key"), DENOMINATOR_EPS
+
+    def check_kind(self, kind: str) -> None:
+        """One clear error for a ``kind`` other than "query" or "key"."""
+        if kind not in FEATURE_KINDS:
+            raise MethodError(f"{self.name}: feature kind must be one of {', '.join(FEATURE_KINDS)}, got {kind!r}")
+
+    # -- the parallel form -------------------------------------------------------------------
+    def _forward_naive(self, q, k, v, causal):
+        phi_q, phi_k, eps = self.features(q, k, causal)
+        return feature_attention(phi_q, phi_k, v, causal, eps).to(q.dtype)
+
+    def _forward_chunk(self, q, k, v, causal):
+        phi_q, phi_k, eps = self.features(q, k, causal)
+        return feature_attention_chunk(phi_q, phi_k, v, causal, eps, self.chunk_size).to(q.dtype)
+
+    def _forward_triton(self, q, k, v, causal):
+        # Imported here so that the CPU paths never need Triton.
+        from methods._featuremap.triton import feature_attention_triton
+
+        phi_q, phi_k, eps = self.features(q, k, causal)
+        return feature_attention_triton(phi_q, phi_k, v, causal, eps).to(q.dtype)
+
+    # -- the recurrent form: running sums of phi(k) v^T and phi(k), kept in float32 ----------
+    def init_state(self, batch, heads, head_dim, value_dim, device=None, dtype=None):
+        """Zero running sums {"kv": (B,H,F,E), "z": (B,H,F)}; float32 whatever ``dtype`` is."""
+        if head_dim != self.head_dim:
+            raise MethodError(f"{self.name}: built for head_dim={self.head_dim}, init_state got {head_dim}")
+        f = self.num_features
+        return {
+            "kv": torch.zeros(batch, heads, f, value_dim, device=device, dtype=torch.float32),
+            "z": torch.zeros(batch, heads, f, device=device, dtype=torch.float32),
+        }
+
+    def step(self, q_t, k_t, v_t, state):
+        """Add (k_t, v_t) to the running sums, then read them with q_t: (o_t (B,H,E), new state)."""
+        self._check_state(q_t, v_t, state)
+        phi_q, phi_k, eps = self.features(q_t.unsqueeze(2), k_t.unsqueeze(2), causal=True)
+        phi_q, phi_k = phi_q[:, :, 0].float(), phi_k[:, :, 0].float()
+        kv = state["kv"] + phi_k.unsqueeze(-1) * v_t.float().unsqueeze(-2)
+        z = state["z"] + phi_k
+        numerator = torch.einsum("bhf,bhfe->bhe", phi_q, kv).unsqueeze(2)
+        denominator = torch.einsum("bhf,bhf->bh", phi_q, z).unsqueeze(2)
+        o_t = divide_by_denominator(numerator, denominator, eps)[:, :, 0]
+        return o_t.to(q_t.dtype), {"kv": kv, "z": z}
+
+    def _check_state(self, q_t: torch.Tensor, v_t: torch.Tensor, state: Any) -> None:
+        batch, heads = q_t.shape[:2]
+        expected = {
+            "kv": (batch, heads, self.num_features, v_t.shape[-1]),
+            "z": (batch, heads, self.num_features),
+        }
+        shapes = {key: tuple(getattr(t, "shape", ())) for key, t in state.items()} if isinstance(state, dict) else None
+        if shapes != expected:
+            raise MethodError(
+                f"{self.name}: step needs the state from {self.name}.init_state, shapes {expected}; got "
+                f"{shapes if shapes is not None else type(state).__name__}"
+            )
+
+    def extra_repr(self) -> str:
+        options = ", ".join(f"{key}={value}" for key, value in self.options.items())
+        return f"{super().extra_repr()}, {options}"

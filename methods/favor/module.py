@@ -1,0 +1,89 @@
+"""Performer's FAVOR+ (Choromanski et al. 2021): positive orthogonal random features of exp."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from methods._featuremap.common import DENOMINATOR_EPS
+from methods._featuremap.maps import positive_random_feature_logits
+from methods._featuremap.module import FeatureMapAttention, positive_int
+from methods.base import MethodError
+from methods.favor.projection import draw_generator, orthogonal_gaussian_projection
+from methods.registry import register
+
+# Largest key logit (w.x - |x|^2/2) kept unshifted in the causal form: key features stay below
+# e^64, so a sum over 2^20 keys of them times values stays inside float32 (about e^88).
+KEY_LOGIT_CEILING = 64.0
+
+
+@register
+class FavorAttention(FeatureMapAttention):
+    """phi(x) = exp(w_r.x - |x|^2/2)/sqrt(m) on x = q/D^(1/4), so E[phi(q).phi(k)] = exp(q.k/sqrt(D))."""
+
+    name = "favor"
+    method_options = {"num_features": None, "redraw_interval": 0, "seed": 0}
+
+    def __init__(self, head_dim: int, impl: str = "auto", **options) -> None:
+        super().__init__(head_dim, impl, **options)
+        m = self.options["num_features"]
+        m = max(1, round(head_dim * math.log(head_dim))) if m is None else positive_int("favor", "num_features", m)
+        self.redraw_interval = self.options["redraw_interval"]
+        if not isinstance(self.redraw_interval, int) or isinstance(self.redraw_interval, bool) or self.redraw_interval < 0:
+            raise MethodError(f"favor: option redraw_interval must be an integer >= 0 (0 = never), got {self.redraw_interval!r}")
+        self.seed = self.options["seed"]
+        if not isinstance(self.seed, int) or isinstance(self.seed, bool) or self.seed < 0:
+            raise MethodError(f"favor: option seed must be an integer >= 0, got {self.seed!r}")
+        self._num_features = m
+        # Buffers, so that state_dict saves the projection in use and where the redraw schedule is.
+        self.register_buffer("projection", orthogonal_gaussian_projection(m, head_dim, draw_generator(self.seed, 0)))
+        self.register_buffer("training_calls", torch.zeros((), dtype=torch.long))
+
+    @property
+    def num_features(self) -> int:
+        return self._num_features
+
+    def forward(self, q, k, v, causal=False):
+        if self.training and self.redraw_interval:
+            calls = int(self.training_calls)
+            if calls and calls % self.redraw_interval == 0:
+                self.redraw(calls // self.redraw_interval)
+            self.training_calls += 1
+        return super().forward(q, k, v, causal)
+
+    @torch.no_grad()
+    def redraw(self, draw_index: int) -> None:
+        """Replace the projection by draw number ``draw_index`` of this seed."""
+        fresh = orthogonal_gaussian_projection(self.num_features, self.head_dim, draw_generator(self.seed, draw_index))
+        self.projection.copy_(fresh)
+
+    def _logits(self, x: torch.Tensor) -> torch.Tensor:
+        return positive_random_feature_logits(x.float() * self.head_dim**-0.25, self.projection.float())
+
+    def feature_map(self, x: torch.Tensor, kind: str) -> torch.Tensor:
+        """exp(w_r.x - |x|^2/2)/sqrt(m) on x = input/D^(1/4), unstabilised: (B,H,N,m)."""
+        self.check_kind(kind)
+        return torch.exp(self._logits(x)) / math.sqrt(self.num_features)
+
+    def features(self, q, k, causal):
+        """The feature maps with a factor pulled out of each, and eps scaled by the same factors,
+        so the attention equals the unstabilised one exactly while exp stays in range. Queries:
+        each its own max over features. Keys: in the causal form a shift that depends on the
+        projection only (w.x - |x|^2/2 <= |w|^2/2), so later keys cannot reach earlier outputs;
+        otherwise the max over all keys and features."""
+        logits_q, logits_k = self._logits(q), self._logits(k)
+        # No gradient through the shifts: the result does not depend on them.
+        query_shift = logits_q.detach().amax(-1)  # (B,H,N)
+        if causal:
+            bound = 0.5 * self.projection.float().square().sum(-1).max()
+            key_shift = (bound - KEY_LOGIT_CEILING).clamp_min(0.0).expand(logits_k.shape[:2]).unsqueeze(-1)
+        else:
+            key_shift = logits_k.detach().amax((-2, -1)).unsqueeze(-1)  # (B,H,1)
+        root_m = math.sqrt(self.num_features)
+        phi_q = torch.exp(logits_q - query_shift.unsqueeze(-1)) / root_m
+        phi_k = torch.exp(logits_k - key_shift.unsqueeze(-1)) / root_m
+        # Both shifts scale the denominator by exp(-shifts); eps follows so that it cancels too.
+        # Clamped away from 0 so that a fully underflowed denominator gives 0, never 0/0.
+        eps = DENOMINATOR_EPS * torch.exp(-(query_shift + key_shift))
+        return phi_q, phi_k, eps.clamp_min(torch.finfo(torch.float32).tiny)

@@ -1,0 +1,23 @@
+"""Linear attention (Katharopoulos et al. 2020): the feature map elu(x) + 1, no scaling."""
+
+from __future__ import annotations
+
+import torch
+
+from methods._featuremap.maps import elu_plus_one
+from methods._featuremap.module import FeatureMapAttention
+from methods.registry import register
+
+
+@register
+class LinearAttention(FeatureMapAttention):
+    name = "linear"
+
+    @property
+    def num_features(self) -> int:
+        return self.head_dim
+
+    def feature_map(self, x: torch.Tensor, kind: str) -> torch.Tensor:
+        """elu(x) + 1 for queries and keys alike: (B,H,N,D)."""
+        self.check_kind(kind)
+        return elu_plus_one(x.float())
