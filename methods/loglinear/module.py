@@ -1,0 +1,164 @@
+"""Log-linear attention behind the method contract: ``naive``, ``chunk`` and ``triton``.
+
+phi = elu + 1 on queries and keys; the per-level weights lambda come from q through a small learned
+projection with softplus, initialised to exactly 1 (then the method is causal linear attention); an
+optional decay gate (log sigmoid of a learned projection of k, per token) multiplies the weight of
+key s for query t by the product of the gates after s up to t, as in Mamba-2 / gated linear attention.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from methods._featuremap.maps import elu_plus_one
+from methods.base import AttentionMethod, MethodError
+from methods.loglinear import recurrent
+from methods.loglinear.chunk import check_chunk_size, loglinear_attention_chunk
+from methods.loglinear.levels import check_length, max_length
+from methods.loglinear.naive import loglinear_attention
+from methods.registry import register
+
+OPTIONS: dict[str, Any] = {
+    "feature_map": "elu",
+    # 21 levels: 0 (the token itself) and 1..20, enough for 2^20 tokens.
+    "num_levels": 21,
+    "chunk_size": 64,
+    "decay": False,
+    # None: one projection shared by all heads; an int: one per head (inputs must have that many).
+    "num_heads": None,
+}
+FEATURE_MAPS = {"elu": elu_plus_one}
+# softplus(log(e - 1)) = 1: every level weight starts at exactly one.
+LEVEL_BIAS_INIT = math.log(math.e - 1)
+# sigmoid(log 255) = 255/256: decay starts close to none (half-life ~177 tokens) and is learned.
+GATE_BIAS_INIT = math.log(255.0)
+
+
+@register
+class LogLinearAttention(AttentionMethod):
+    name = "loglinear"
+    impls = ("naive", "chunk", "triton")
+    cpu_default = "chunk"
+
+    def __init__(self, head_dim: int, impl: str = "auto", **options: Any) -> None:
+        unknown = sorted(set(options) - set(OPTIONS))
+        if unknown:
+            raise MethodError(f"loglinear: unknown option(s) {', '.join(unknown)}; valid: {', '.join(OPTIONS)}")
+        super().__init__(head_dim, impl)
+        settings = {**OPTIONS, **options}
+        if settings["feature_map"] not in FEATURE_MAPS:
+            raise MethodError(
+                f"loglinear: unknown feature_map {settings['feature_map']!r}; valid: {', '.join(FEATURE_MAPS)}"
+            )
+        num_levels, num_heads = settings["num_levels"], settings["num_heads"]
+        if not isinstance(num_levels, int) or isinstance(num_levels, bool) or not 1 <= num_levels <= 63:
+            raise MethodError(f"loglinear: num_levels must be an integer in 1..63, got {num_levels!r}")
+        if num_heads is not None and (not isinstance(num_heads, int) or isinstance(num_heads, bool) or num_heads < 1):
+            raise MethodError(f"loglinear: num_heads must be None or a positive integer, got {num_heads!r}")
+        if not isinstance(settings["decay"], bool):
+            raise MethodError(f"loglinear: decay must be True or False, got {settings['decay']!r}")
+        check_chunk_size(settings["chunk_size"])
+        self.feature_map_name = settings["feature_map"]
+        self.num_levels, self.num_heads = num_levels, num_heads
+        self.chunk_size, self.decay = settings["chunk_size"], settings["decay"]
+
+        projections = num_heads or 1
+        self.level_weight = nn.Parameter(torch.zeros(projections, head_dim, num_levels))
+        self.level_bias = nn.Parameter(torch.full((projections, num_levels), LEVEL_BIAS_INIT))
+        if self.decay:
+            self.gate_weight = nn.Parameter(torch.zeros(projections, head_dim))
+            self.gate_bias = nn.Parameter(torch.full((projections,), GATE_BIAS_INIT))
+
+    # -- the learned pieces, computed in float32 for every implementation -----------------------
+    def feature_map(self, x: torch.Tensor) -> torch.Tensor:
+        """phi(x) in float32, the same map for queries and keys."""
+        return FEATURE_MAPS[self.feature_map_name](x.float())
+
+    def _per_head(self, parameter: torch.Tensor, heads: int) -> torch.Tensor:
+        if self.num_heads is None:
+            return parameter.expand(heads, *parameter.shape[1:])
+        if heads != self.num_heads:
+            raise MethodError(f"loglinear: built with num_heads={self.num_heads}, inputs have {heads} heads")
+        return parameter
+
+    def level_weights(self, q: torch.Tensor) -> torch.Tensor:
+        """lambda (B, H, N, num_levels) = softplus(q W + b), float32, positive."""
+        heads = q.shape[1]
+        weight, bias = self._per_head(self.level_weight, heads), self._per_head(self.level_bias, heads)
+        return F.softplus(torch.einsum("bhnd,hdl->bhnl", q.float(), weight) + bias[:, None, :])
+
+    def log_gates(self, k: torch.Tensor) -> torch.Tensor | None:
+        """log alpha (B, H, N) <= 0 from k when decay is on, else None."""
+        if not self.decay:
+            return None
+        heads = k.shape[1]
+        weight, bias = self._per_head(self.gate_weight, heads), self._per_head(self.gate_bias, heads)
+        return F.logsigmoid(torch.einsum("bhnd,hd->bhn", k.float(), weight) + bias[:, None])
+
+    def _features(self, q: torch.Tensor, k: torch.Tensor) -> dict[str, torch.Tensor | None]:
+        check_length(q.shape[2], self.num_levels)
+        return {
+            "phi_q": self.feature_map(q),
+            "phi_k": self.feature_map(k),
+            "level_weights": self.level_weights(q),
+            "log_gates": self.log_gates(k),
+        }
+
+    # -- the parallel form ------------------------------------------------------------------------
+    def _forward_naive(self, q, k, v, causal):
+        return loglinear_attention(v=v, causal=causal, **self._features(q, k)).to(q.dtype)
+
+    def _forward_chunk(self, q, k, v, causal):
+        out = loglinear_attention_chunk(v=v, causal=causal, chunk_size=self.chunk_size, **self._features(q, k))
+        return out.to(q.dtype)
+
+    def _forward_triton(self, q, k, v, causal):
+        # Imported here: triton decides at import whether to interpret, from TRITON_INTERPRET.
+        from methods.loglinear.triton import loglinear_attention_triton
+
+        out = loglinear_attention_triton(v=v, causal=causal, chunk_size=self.chunk_size, **self._features(q, k))
+        return out.to(q.dtype)
+
+    # -- the recurrent form -----------------------------------------------------------------------
+    def init_state(self, batch, heads, head_dim, value_dim, device=None, dtype=None):
+        if head_dim != self.head_dim:
+            raise MethodError(f"loglinear: built with head_dim={self.head_dim}, init_state got {head_dim}")
+        # Running sums are float32 whatever the input dtype, so dtype changes nothing.
+        return recurrent.init_state(batch, heads, head_dim, value_dim, device=device)
+
+    def step(self, q_t, k_t, v_t, state):
+        if q_t.dim() != 3 or k_t.shape != q_t.shape or v_t.dim() != 3 or v_t.shape[:2] != q_t.shape[:2]:
+            raise MethodError(
+                f"loglinear: step needs q_t, k_t (batch, heads, D) and v_t (batch, heads, E), got "
+                f"{tuple(q_t.shape)}, {tuple(k_t.shape)}, {tuple(v_t.shape)}"
+            )
+        q, k = q_t.unsqueeze(2), k_t.unsqueeze(2)
+        gates = self.log_gates(k)
+        out, state = recurrent.step_features(
+            self.feature_map(q_t),
+            self.feature_map(k_t),
+            v_t,
+            self.level_weights(q).squeeze(2),
+            None if gates is None else gates.squeeze(2),
+            state,
+            self.num_levels,
+        )
+        return out.to(q_t.dtype), state
+
+    live_states = staticmethod(recurrent.live_states)
+
+    @property
+    def max_length(self) -> int:
+        """The longest sequence this module accepts (2^(num_levels - 1) tokens)."""
+        return max_length(self.num_levels)
+
+    def extra_repr(self) -> str:
+        return (
+            f"{super().extra_repr()}, feature_map={self.feature_map_name}, num_levels={self.num_levels}, "
+            f"chunk_size={self.chunk_size}, decay={self.decay}, num_heads={self.num_heads}"
+        )
