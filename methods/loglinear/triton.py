@@ -1,0 +1,252 @@
+"""Triton kernels for the two per-query products of the chunked form, forward and backward.
+
+chunk.py builds the per-level bucket states and the per-query level scales in PyTorch (O(N) work,
+differentiated by autograd); the kernels here do what touches every query pair or every (query,
+level) pair: one program per (chunk, batch x head). ``intra`` recomputes the level weights of a
+chunk from the bit pattern of positions, so no (C, C) tensor is ever stored; ``inter`` reads one
+state per chunk level. All arithmetic is float32 (products in IEEE precision, not TF32), so the
+kernels match the naive reference to float32 rounding.
+
+Import this module only after deciding TRITON_INTERPRET: triton reads it when the kernels are defined.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+import triton
+import triton.language as tl
+
+from methods._featuremap.common import DENOMINATOR_EPS
+from methods.loglinear.chunk import ChunkParts, loglinear_attention_chunk
+
+
+def _block(size: int) -> int:
+    """A power-of-two block covering ``size``; tl.dot needs at least 16."""
+    return max(16, triton.next_power_of_2(size))
+
+
+@triton.jit
+def _levels_in_chunk(C: tl.constexpr, NUM_LEVELS: tl.constexpr):
+    """(C, C) levels bit_length(t XOR s) of positions inside a chunk (whose start is a multiple of C)."""
+    t = tl.arange(0, C)
+    x = t[:, None] ^ t[None, :]
+    levels = tl.zeros((C, C), dtype=tl.int32)
+    for b in tl.static_range(NUM_LEVELS - 1):
+        levels += ((x >> b) > 0).to(tl.int32)
+    return levels
+
+
+@triton.jit
+def _chunk_weights(LAM, G, rows, levels, HAS_GATES: tl.constexpr, C: tl.constexpr, NUM_LEVELS: tl.constexpr):
+    """(C, C) causal weights lambda_t[level(t, s)] * exp(G_t - G_s), zero above the diagonal."""
+    t = tl.arange(0, C)
+    causal = t[None, :] <= t[:, None]
+    weights = tl.zeros((C, C), dtype=tl.float32)
+    for level in tl.static_range(NUM_LEVELS):
+        lam = tl.load(LAM + rows * NUM_LEVELS + level)
+        weights = tl.where(levels == level, lam[:, None], weights)
+    if HAS_GATES:
+        g = tl.load(G + rows)
+        weights = weights * tl.exp(tl.where(causal, g[:, None] - g[None, :], float("-inf")))
+    return tl.where(causal, weights, 0.0)
+
+
+@triton.jit
+def _intra_forward(
+    Q, K, V, LAM, G, NUM, DEN, N, D, E,
+    HAS_GATES: tl.constexpr, C: tl.constexpr, NUM_LEVELS: tl.constexpr, BD: tl.constexpr, BE: tl.constexpr,
+):
+    chunk, bh = tl.program_id(0), tl.program_id(1).to(tl.int64)
+    rows = bh * N + chunk * C + tl.arange(0, C)
+    d, e = tl.arange(0, BD), tl.arange(0, BE)
+    q = tl.load(Q + rows[:, None] * D + d[None, :], mask=d[None, :] < D, other=0.0)
+    k = tl.load(K + rows[:, None] * D + d[None, :], mask=d[None, :] < D, other=0.0)
+    v = tl.load(V + rows[:, None] * E + e[None, :], mask=e[None, :] < E, other=0.0)
+    levels = _levels_in_chunk(C, NUM_LEVELS)
+    weights = _chunk_weights(LAM, G, rows, levels, HAS_GATES, C, NUM_LEVELS)
+    a = tl.dot(q, tl.trans(k), input_precision="ieee") * weights
+    tl.store(NUM + rows[:, None] * E + e[None, :], tl.dot(a, v, input_precision="ieee"), mask=e[None, :] < E)
+    tl.store(DEN + rows, tl.sum(a, 1))
+
+
+@triton.jit
+def _intra_backward(
+    Q, K, V, LAM, G, DNUM, DDEN, DQ, DK, DV, DLAM, DG, N, D, E,
+    HAS_GATES: tl.constexpr, C: tl.constexpr, NUM_LEVELS: tl.constexpr, BD: tl.constexpr, BE: tl.constexpr,
+):
+    chunk, bh = tl.program_id(0), tl.program_id(1).to(tl.int64)
+    rows = bh * N + chunk * C + tl.arange(0, C)
+    d, e = tl.arange(0, BD), tl.arange(0, BE)
+    q = tl.load(Q + rows[:, None] * D + d[None, :], mask=d[None, :] < D, other=0.0)
+    k = tl.load(K + rows[:, None] * D + d[None, :], mask=d[None, :] < D, other=0.0)
+    v = tl.load(V + rows[:, None] * E + e[None, :], mask=e[None, :] < E, other=0.0)
+    dnum = tl.load(DNUM + rows[:, None] * E + e[None, :], mask=e[None, :] < E, other=0.0)
+    dden = tl.load(DDEN + rows)
+    levels = _levels_in_chunk(C, NUM_LEVELS)
+    weights = _chunk_weights(LAM, G, rows, levels, HAS_GATES, C, NUM_LEVELS)
+    scores = tl.dot(q, tl.trans(k), input_precision="ieee")
+    a = scores * weights
+    # a = scores * weights; num = a v; den = a 1.
+    da = tl.dot(dnum, tl.trans(v), input_precision="ieee") + dden[:, None]
+    tl.store(DV + rows[:, None] * E + e[None, :], tl.dot(tl.trans(a), dnum, input_precision="ieee"), mask=e[None, :] < E)
+    dscores = da * weights
+    tl.store(DQ + rows[:, None] * D + d[None, :], tl.dot(dscores, k, input_precision="ieee"), mask=d[None, :] < D)
+    tl.store(DK + rows[:, None] * D + d[None, :], tl.dot(tl.trans(dscores), q, input_precision="ieee"), mask=d[None, :] < D)
+    # weights = lambda_t[level] * decay (0 above the diagonal): d lambda_t[l] sums da * scores *
+    # decay over the keys at level l.
+    t = tl.arange(0, C)
+    causal = t[None, :] <= t[:, None]
+    da_scores = tl.where(causal, da * scores, 0.0)
+    if HAS_GATES:
+        g = tl.load(G + rows)
+        da_scores = da_scores * tl.exp(tl.where(causal, g[:, None] - g[None, :], float("-inf")))
+        # d/dG_t of exp(G_t - G_s) is +a, d/dG_s is -a.
+        da_a = da * a
+        tl.store(DG + rows, tl.sum(da_a, 1) - tl.sum(da_a, 0))
+    for level in tl.static_range(NUM_LEVELS):
+        tl.store(DLAM + rows * NUM_LEVELS + level, tl.sum(tl.where(levels == level, da_scores, 0.0), 1))
+
+
+@triton.jit
+def _inter_forward(
+    Q, S, Z, SCALE, NUM, DEN, N, D, E, J,
+    C: tl.constexpr, BD: tl.constexpr, BE: tl.constexpr,
+):
+    chunk, bh = tl.program_id(0), tl.program_id(1).to(tl.int64)
+    rows = bh * N + chunk * C + tl.arange(0, C)
+    d, e = tl.arange(0, BD), tl.arange(0, BE)
+    q = tl.load(Q + rows[:, None] * D + d[None, :], mask=d[None, :] < D, other=0.0)
+    num = tl.zeros((C, BE), dtype=tl.float32)
+    den = tl.zeros((C,), dtype=tl.float32)
+    state = (bh * (N // C) + chunk) * J
+    for j in range(J):
+        scale = tl.load(SCALE + rows * J + j)
+        s = tl.load(S + ((state + j) * D + d[:, None]) * E + e[None, :], mask=(d[:, None] < D) & (e[None, :] < E), other=0.0)
+        z = tl.load(Z + (state + j) * D + d, mask=d < D, other=0.0)
+        scaled_q = q * scale[:, None]
+        num += tl.dot(scaled_q, s, input_precision="ieee")
+        den += tl.sum(scaled_q * z[None, :], 1)
+    tl.store(NUM + rows[:, None] * E + e[None, :], num, mask=e[None, :] < E)
+    tl.store(DEN + rows, den)
+
+
+@triton.jit
+def _inter_backward(
+    Q, S, Z, SCALE, DNUM, DDEN, DQ, DS, DZ, DSCALE, N, D, E, J,
+    C: tl.constexpr, BD: tl.constexpr, BE: tl.constexpr,
+):
+    chunk, bh = tl.program_id(0), tl.program_id(1).to(tl.int64)
+    rows = bh * N + chunk * C + tl.arange(0, C)
+    d, e = tl.arange(0, BD), tl.arange(0, BE)
+    q = tl.load(Q + rows[:, None] * D + d[None, :], mask=d[None, :] < D, other=0.0)
+    dnum = tl.load(DNUM + rows[:, None] * E + e[None, :], mask=e[None, :] < E, other=0.0)
+    dden = tl.load(DDEN + rows)
+    dq = tl.zeros((C, BD), dtype=tl.float32)
+    state = (bh * (N // C) + chunk) * J
+    state_mask = (d[:, None] < D) & (e[None, :] < E)
+    for j in range(J):
+        scale = tl.load(SCALE + rows * J + j)
+        s = tl.load(S + ((state + j) * D + d[:, None]) * E + e[None, :], mask=state_mask, other=0.0)
+        z = tl.load(Z + (state + j) * D + d, mask=d < D, other=0.0)
+        scaled_q = q * scale[:, None]
+        tl.store(DS + ((state + j) * D + d[:, None]) * E + e[None, :], tl.dot(tl.trans(scaled_q), dnum, input_precision="ieee"), mask=state_mask)
+        tl.store(DZ + (state + j) * D + d, tl.sum(scaled_q * dden[:, None], 0), mask=d < D)
+        # d(scaled_q): what the numerator and denominator send back to each query's features.
+        dscaled = tl.dot(dnum, tl.trans(s), input_precision="ieee") + dden[:, None] * z[None, :]
+        dq += dscaled * scale[:, None]
+        tl.store(DSCALE + rows * J + j, tl.sum(dscaled * q, 1))
+    tl.store(DQ + rows[:, None] * D + d[None, :], dq, mask=d[None, :] < D)
+
+
+class _Intra(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, q, k, v, level_weights, gates, chunk_size):
+        batch, heads, n, dim = q.shape
+        value_dim = v.shape[-1]
+        num = q.new_empty(batch, heads, n, value_dim)
+        den = q.new_empty(batch, heads, n)
+        has_gates = gates is not None
+        grid = (n // chunk_size, batch * heads)
+        _intra_forward[grid](
+            q, k, v, level_weights, gates if has_gates else q, num, den, n, dim, value_dim,
+            HAS_GATES=has_gates, C=chunk_size, NUM_LEVELS=level_weights.shape[-1], BD=_block(dim), BE=_block(value_dim),
+        )
+        ctx.save_for_backward(q, k, v, level_weights, gates)
+        ctx.chunk_size = chunk_size
+        return num, den
+
+    @staticmethod
+    def backward(ctx, dnum, dden):
+        q, k, v, level_weights, gates = ctx.saved_tensors
+        batch, heads, n, dim = q.shape
+        value_dim = v.shape[-1]
+        dq, dk, dv, dlam = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v), torch.empty_like(level_weights)
+        has_gates = gates is not None
+        dg = torch.empty_like(gates) if has_gates else None
+        grid = (n // ctx.chunk_size, batch * heads)
+        _intra_backward[grid](
+            q, k, v, level_weights, gates if has_gates else q, dnum.contiguous(), dden.contiguous(),
+            dq, dk, dv, dlam, dg if has_gates else q, n, dim, value_dim,
+            HAS_GATES=has_gates, C=ctx.chunk_size, NUM_LEVELS=level_weights.shape[-1], BD=_block(dim), BE=_block(value_dim),
+        )
+        return dq, dk, dv, dlam, dg, None
+
+
+class _Inter(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, q, states, normalisers, scale):
+        batch, heads, n, dim = q.shape
+        chunks, levels, value_dim = states.shape[2], states.shape[3], states.shape[-1]
+        num = q.new_empty(batch, heads, n, value_dim)
+        den = q.new_empty(batch, heads, n)
+        grid = (chunks, batch * heads)
+        _inter_forward[grid](
+            q, states, normalisers, scale, num, den, n, dim, value_dim, levels,
+            C=n // chunks, BD=_block(dim), BE=_block(value_dim),
+        )
+        ctx.save_for_backward(q, states, normalisers, scale)
+        return num, den
+
+    @staticmethod
+    def backward(ctx, dnum, dden):
+        q, states, normalisers, scale = ctx.saved_tensors
+        batch, heads, n, dim = q.shape
+        chunks, levels, value_dim = states.shape[2], states.shape[3], states.shape[-1]
+        dq, dstates, dnormalisers, dscale = (torch.empty_like(t) for t in (q, states, normalisers, scale))
+        grid = (chunks, batch * heads)
+        _inter_backward[grid](
+            q, states, normalisers, scale, dnum.contiguous(), dden.contiguous(), dq, dstates, dnormalisers, dscale,
+            n, dim, value_dim, levels, C=n // chunks, BD=_block(dim), BE=_block(value_dim),
+        )
+        return dq, dstates, dnormalisers, dscale
+
+
+def triton_intra(phi_q, phi_k, v, level_weights, cumulative_gates, chunk_size):
+    """``chunk.torch_intra`` as a Triton kernel: numerator and denominator as (B, H, N, E + 1)."""
+    gates = None if cumulative_gates is None else cumulative_gates.contiguous()
+    num, den = _Intra.apply(phi_q.contiguous(), phi_k.contiguous(), v.contiguous(), level_weights.contiguous(), gates, chunk_size)
+    return torch.cat([num, den[..., None]], -1)
+
+
+def triton_inter(phi_q, states, scale):
+    """``chunk.torch_inter`` as a Triton kernel; the last state column (the key sums) goes apart."""
+    num, den = _Inter.apply(phi_q.contiguous(), states[..., :-1].contiguous(), states[..., -1].contiguous(), scale.contiguous())
+    return torch.cat([num, den[..., None]], -1)
+
+
+TRITON_PARTS = ChunkParts(intra=triton_intra, inter=triton_inter)
+
+
+def loglinear_attention_triton(
+    phi_q: torch.Tensor,
+    phi_k: torch.Tensor,
+    v: torch.Tensor,
+    level_weights: torch.Tensor,
+    log_gates: torch.Tensor | None = None,
+    causal: bool = True,
+    eps: float = DENOMINATOR_EPS,
+    chunk_size: int = 64,
+) -> torch.Tensor:
+    """``chunk.loglinear_attention_chunk`` with its per-query products in Triton; returns float32."""
+    return loglinear_attention_chunk(phi_q, phi_k, v, level_weights, log_gates, causal, eps, chunk_size, TRITON_PARTS)
