@@ -159,6 +159,14 @@ def test_malformed_tsv_names_file_and_line(tmp_path: Path, lines: list[str], bad
     assert f"{path}:{bad_line}:" in str(error.value) and says in str(error.value)
 
 
+def test_reader_accepts_lf_and_blank_lines(tmp_path: Path) -> None:
+    path = tmp_path / "basic_val.tsv"
+    path.write_text("Source\tTarget\n( ( ( [SM 2 ) 9 ) ] )\t1\n\n( ( ( [MIN 2 ) 9 ) ] )\t2\n\n")
+    split = listops.read_split(path)
+    assert list(split["label"]) == [1, 2]
+    assert [listops.decode(ids) for ids in split["input_ids"]] == ["( ( ( [SM 2 ) 9 ) ] )", "( ( ( [MIN 2 ) 9 ) ] )"]
+
+
 def test_load_caches_and_reuses(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     calls = []
     real_generate = listops.generate

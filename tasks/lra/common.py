@@ -9,8 +9,8 @@ import os
 import shutil
 import sys
 import tempfile
-from contextlib import contextmanager
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 
 import datasets
@@ -37,16 +37,20 @@ def read_tsv(path: Path, num_fields: int, header: Sequence[str] | None = None) -
     """Yield ``(line_number, fields)`` of a tab-separated file, checking the header and field count.
 
     ``header`` is the expected first row (``None`` for files without one). A malformed row raises
-    TaskError naming the file and line. Accepts LF and CRLF line ends.
+    TaskError naming the file and line. Accepts LF and CRLF line ends; skips blank lines.
     """
     with open(path, newline="", encoding="utf-8") as f:
         reader = csv.reader(f, delimiter="\t")
         try:
             if header is not None:
                 first = next(reader, None)
+                if first is None:
+                    raise TaskError(f"{path}: empty file, expected the header {list(header)!r}")
                 if first != list(header):
                     raise TaskError(f"{path}:1: header {first!r}, expected {list(header)!r}")
             for fields in reader:
+                if not fields:
+                    continue
                 if len(fields) != num_fields:
                     raise TaskError(
                         f"{path}:{reader.line_num}: {len(fields)} tab-separated fields, expected {num_fields}"
@@ -140,7 +144,8 @@ class SequenceClassification(Dataset):
         }
 
 
-def majority_baseline(train_labels: np.ndarray, test_labels: np.ndarray) -> float:
-    """Test accuracy of always predicting the most frequent train label (ties: the smallest)."""
-    majority = int(np.argmax(np.bincount(train_labels)))
-    return float(np.mean(np.asarray(test_labels) == majority))
+def majority_baseline(train_labels: Sequence[int] | np.ndarray, test_labels: Sequence[int] | np.ndarray) -> float:
+    """Test accuracy of always predicting the most frequent train label (ties: the smallest);
+    labels are non-negative class ids, as a list, an array or a ``datasets`` column."""
+    majority = int(np.argmax(np.bincount(np.asarray(train_labels, dtype=np.int64))))
+    return float(np.mean(np.asarray(test_labels, dtype=np.int64) == majority))

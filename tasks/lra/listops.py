@@ -7,8 +7,9 @@ depth 1, and an expression is kept when its length (operators, ``]`` and digits;
 parentheses) is strictly between 500 and 2000. It prints LRA's nested-pair form, where
 ``[SM 2 6 5]`` reads ``( ( ( ( [SM 2 ) 6 ) 5 ) ] )``, and writes LRA's TSV files.
 
-Unlike LRA, generation is deterministic for a seed, and an expression appears at most once
-across the three splits (LRA deduplicated through a set, whose order varied from run to run).
+As in LRA, which collected expressions in a set, an expression appears at most once across the
+three splits; unlike LRA, whose set order (so its splits) varied from run to run, the files are
+byte-identical for a seed: train takes the first unique draws, then val, then test.
 
 Tokens: LRA's input pipeline split on non-alphanumerics, so ``[``, ``]``, ``(`` and ``)`` were
 all dropped and the nesting was lost (google-research/long-range-arena issues #6, #14, #20). Here
@@ -27,7 +28,7 @@ from pathlib import Path
 
 import datasets
 import numpy as np
-from tqdm.auto import tqdm
+from tqdm import tqdm
 
 from tasks.base import TaskData, TaskError, TaskInfo
 from tasks.lra.common import (
@@ -61,7 +62,7 @@ VOCAB = ("<pad>", *OPERATORS, END, *DIGITS)  # id 0 is padding
 TOKEN_IDS = {token: index for index, token in enumerate(VOCAB)}
 IMPLIED = ("(", ")")  # format tokens that the operators and END imply; not fed to the model
 _DROP_IMPLIED = str.maketrans("", "", "".join(IMPLIED))
-SHOW_PROGRESS_FROM = 10_000  # examples; smaller generations take a few seconds
+PROGRESS_DELAY_S = 2.0  # progress bars appear only for work that takes longer than this
 
 
 def split_file(directory: Path, split: str) -> Path:
@@ -95,8 +96,8 @@ class _TooLong(Exception):
 def sample_expression(rng: random.Random) -> tuple[str, int]:
     """Draw expressions until one has a length in (MIN_LENGTH, MAX_LENGTH); return it and its value.
 
-    Abandoning an expression as soon as it reaches MAX_LENGTH keeps the distribution of the kept
-    ones unchanged and makes sampling several times faster.
+    Abandoning an expression as soon as it reaches MAX_LENGTH saves building what would be dropped
+    and leaves the distribution of the kept ones unchanged.
     """
     rand = rng.random
     length = 0
@@ -108,8 +109,9 @@ def sample_expression(rng: random.Random) -> tuple[str, int]:
         if length >= MAX_LENGTH:
             raise _TooLong
         args, values = [], []
+        may_nest = depth + 1 < MAX_DEPTH
         for _ in range(num_args):
-            if depth + 1 < MAX_DEPTH and rand() < OPERATION_P:
+            if may_nest and rand() < OPERATION_P:
                 length -= 1  # the nested operation counts its own tokens
                 text, value = operation(depth + 1)
             else:
@@ -143,7 +145,7 @@ def generate(
     total = sum(sizes.values())
     rng = random.Random(seed)
     seen: set[bytes] = set()  # digests, not texts: 96k texts would hold ~600 MB
-    with tqdm(total=total, desc="generating ListOps", unit="ex", disable=total < SHOW_PROGRESS_FROM) as bar:
+    with tqdm(total=total, desc="generating ListOps", unit="ex", delay=PROGRESS_DELAY_S) as bar:
 
         def unique_rows(count: int) -> Iterator[tuple[str, int]]:
             while count > 0:
@@ -189,7 +191,8 @@ def decode(ids: list[int] | np.ndarray) -> str:
 def read_split(path: Path) -> datasets.Dataset:
     """One split read from a release-format TSV file: ``input_ids`` (uint8 token ids) and ``label``."""
     input_ids, labels = [], []
-    for line, (source, target) in read_tsv(path, num_fields=len(HEADER), header=HEADER):
+    rows = read_tsv(path, num_fields=len(HEADER), header=HEADER)
+    for line, (source, target) in tqdm(rows, desc=f"reading {path.name}", unit="ex", delay=PROGRESS_DELAY_S):
         if target not in DIGITS:
             raise TaskError(f"{path}:{line}: Target {target!r} is not a digit 0-9")
         input_ids.append(encode(source, where=f"{path}:{line}"))
