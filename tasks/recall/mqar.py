@@ -1,0 +1,111 @@
+"""Multi-query associative recall (MQAR) from Zoology (Arora, Eyuboglu et al. 2023, "Zoology:
+Measuring and improving recall in efficient language models"), in the layout of Zoology's
+``multiquery_ar`` with ``random_non_queries=False`` (the setting of Zoology's Figure 2).
+
+An example of ``seq_len`` tokens holds ``P = num_kv_pairs`` key/value pairs first
+(``k1 v1 k2 v2 ... kP vP``), then a query region of ``seq_len - 2P`` blank tokens in which every
+key appears once more, key ``i`` at offset ``2 * g_i``. The label at a key's query position is the
+value bound to that key (the token that should come next); every other label is -100. The slots
+``g_i`` are drawn without replacement from ``0 .. (seq_len - 2P) / 2 - 1`` with probability
+proportional to ``(g + 1) ** (power_a - 1)``, Zoology's power law (``power_a = 0.01``): a query
+is far likelier to come soon after the pairs than late, as repeated bigrams do in text.
+
+Keys come from the lower half of Zoology's vocabulary ``[1, V/2)`` and values from the upper half
+``[V/2, V)``, distinct within an example. Zoology's blank is id 0; here every id is shifted up by
+one so that 0 stays padding: blank = 1, keys in ``[2, V/2 + 1)``, values in ``[V/2 + 1, V + 1)``,
+and the model's vocabulary has ``V + 1`` ids. The metric is accuracy over answer positions only;
+the baseline is chance, one over the number of possible values.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from tasks.base import TaskData, TaskError, TaskInfo
+from tasks.cache import IGNORE_LABEL, TokenTargets, choice_option, generated_splits, int_option, split_sizes
+from tasks.recall.sampling import distinct_uniform, sample_without_replacement
+
+BLANK = 1  # Zoology's 0, shifted
+ID_SHIFT = 1  # added to every Zoology id so that 0 is free for padding
+FORMAT_VERSION = 1  # part of the cache key: bump when the generated data changes
+
+
+def check(seq_len: int, num_kv_pairs: int, vocab_size: int) -> None:
+    """Raise TaskError unless Zoology's generator accepts these sizes."""
+    if seq_len % 2:
+        raise TaskError(f"task.seq_len={seq_len}: MQAR needs an even length (queries sit on even offsets)")
+    if 4 * num_kv_pairs > seq_len:
+        raise TaskError(f"task.num_kv_pairs={num_kv_pairs}: at most seq_len / 4 = {seq_len // 4} pairs fit "
+                        f"in seq_len={seq_len} (pairs, then a query slot per pair)")
+    if vocab_size <= seq_len:
+        raise TaskError(f"task.vocab_size={vocab_size}: Zoology requires a vocabulary larger than seq_len={seq_len}")
+    if num_kv_pairs > vocab_size // 2 - 1:
+        raise TaskError(f"task.num_kv_pairs={num_kv_pairs}: vocab_size={vocab_size} has only "
+                        f"{vocab_size // 2 - 1} distinct keys")
+
+
+def power_law(space: int, power_a: float) -> np.ndarray:
+    """Zoology's query-slot probabilities ``a * x**(a - 1)`` for x = 1..space, normalised."""
+    weights = power_a * np.arange(1, space + 1, dtype=np.float64) ** (power_a - 1)
+    return weights / weights.sum()
+
+
+def make(num_examples: int, seq_len: int, num_kv_pairs: int, vocab_size: int, seed: int,
+         power_a: float = 0.01) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(inputs, labels)``, int64 of shape (num_examples, seq_len), in Zoology's MQAR layout
+    with ids shifted up by one (see the module docstring)."""
+    check(seq_len, num_kv_pairs, vocab_size)
+    rng = np.random.default_rng(seed)
+    context = 2 * num_kv_pairs
+    half = vocab_size // 2
+    keys = 1 + distinct_uniform(rng, half - 1, num_examples, num_kv_pairs)
+    values = half + distinct_uniform(rng, vocab_size - half, num_examples, num_kv_pairs)
+    slots = sample_without_replacement(rng, power_law((seq_len - context) // 2, power_a), num_examples, num_kv_pairs)
+
+    inputs = np.zeros((num_examples, seq_len), dtype=np.int64)
+    inputs[:, 0:context:2] = keys
+    inputs[:, 1:context:2] = values
+    query_positions = context + 2 * slots
+    np.put_along_axis(inputs, query_positions, keys, axis=1)
+    labels = np.full((num_examples, seq_len), IGNORE_LABEL, dtype=np.int64)
+    np.put_along_axis(labels, query_positions, values + ID_SHIFT, axis=1)
+    return torch.from_numpy(inputs + ID_SHIFT), torch.from_numpy(labels)
+
+
+def load(config: Mapping, data_dir: Path) -> TaskData:
+    """Generate (or read from ``<data_dir>/recall/mqar/<key>/``) the MQAR splits of ``config``."""
+    choice_option(config, "source", ("generate",))  # nothing to read: these tasks are defined by their generator
+    seq_len = int_option(config, "seq_len", 4)
+    num_kv_pairs = int_option(config, "num_kv_pairs")
+    vocab_size = int_option(config, "vocab_size", 4)
+    power_a = config.get("power_a", 0.01)
+    if isinstance(power_a, bool) or not isinstance(power_a, (int, float)) or not 0 < power_a <= 1:
+        raise TaskError(f"task.power_a={power_a!r}: expected a number in (0, 1] (1 = uniform slots)")
+    check(seq_len, num_kv_pairs, vocab_size)
+    fields = {
+        "task": "mqar", "version": FORMAT_VERSION, "seq_len": seq_len, "num_kv_pairs": num_kv_pairs,
+        "vocab_size": vocab_size, "power_a": float(power_a), "data_seed": int_option(config, "data_seed", 0),
+        **{f"num_{split}": size for split, size in split_sizes(config).items()},
+    }
+    splits = generated_splits(
+        Path(data_dir) / "recall" / "mqar", fields,
+        lambda num, seed: make(num, seq_len, num_kv_pairs, vocab_size, seed, float(power_a)),
+    )
+    num_values = vocab_size - vocab_size // 2
+    info = TaskInfo(
+        name=config.get("name", "mqar"),
+        family="recall",
+        seq_len=seq_len,
+        vocab_size=vocab_size + ID_SHIFT,
+        num_classes=vocab_size + ID_SHIFT,  # a prediction is a token id
+        target="token",
+        metric="accuracy",
+        baseline_name="chance (1 / number of values)",
+        extra={"num_kv_pairs": num_kv_pairs, "num_values": num_values, "power_a": float(power_a)},
+    )
+    return TaskData(info=info, train=TokenTargets(splits["train"]), val=TokenTargets(splits["val"]),
+                    test=TokenTargets(splits["test"]), baseline=1.0 / num_values)
