@@ -1,0 +1,306 @@
+"""Log-linear attention: the Fenwick levels, the naive definition, and every fast path against it."""
+
+from __future__ import annotations
+
+import os
+
+# Triton decides at import whether to interpret; kernels run on the CPU only when interpreted.
+os.environ.setdefault("TRITON_INTERPRET", "1")
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import methods
+from methods.base import MethodError
+from methods.loglinear import level_matrix
+from methods.loglinear.naive import causal_weights
+from tests.utils import assert_close
+
+BATCH, HEADS = 2, 3
+# Stated tolerances: float32 paths agree to rounding; bfloat16 inputs carry ~3 significant digits.
+FP32_TOL = 1e-4
+BF16_TOL = 3e-2
+
+
+def build(impl: str, head_dim: int, decay: bool = True, chunk_size: int = 16, seed: int = 0, **options) -> methods.AttentionMethod:
+    """A loglinear module with perturbed parameters, so level weights differ per level and token."""
+    module = methods.build("loglinear", head_dim=head_dim, impl=impl, decay=decay, chunk_size=chunk_size, num_heads=HEADS, **options)
+    generator = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for name, parameter in module.named_parameters():
+            noise = torch.randn(parameter.shape, generator=generator)
+            parameter.add_(noise * (0.5 if "bias" in name else 0.3))
+    return module
+
+
+def inputs(n: int, dim: int, value_dim: int, dtype=torch.float32, seed: int = 1) -> list[torch.Tensor]:
+    generator = torch.Generator().manual_seed(seed)
+    shapes = [(BATCH, HEADS, n, dim), (BATCH, HEADS, n, dim), (BATCH, HEADS, n, value_dim)]
+    return [torch.randn(shape, generator=generator).to(dtype).requires_grad_() for shape in shapes]
+
+
+def output_and_grads(module, q, k, v, causal: bool) -> dict[str, torch.Tensor]:
+    """The output and the gradients of a fixed random projection of it w.r.t. inputs and parameters."""
+    out = module(q, k, v, causal=causal)
+    upstream = torch.randn(out.shape, generator=torch.Generator().manual_seed(2)).to(out.dtype)
+    named = {"dq": q, "dk": k, "dv": v, **{f"d{name}": p for name, p in module.named_parameters()}}
+    grads = torch.autograd.grad(out, list(named.values()), upstream)
+    return {"o": out, **dict(zip(named, grads))}
+
+
+# With a single token the output is v * w / (w + eps): gradients other than dv are of order eps,
+# pure rounding, so there only their smallness is checked.
+VANISHING = 1e-5
+
+
+def compare(reference: dict[str, torch.Tensor], fast: dict[str, torch.Tensor], tol: float) -> None:
+    for name in reference:
+        ref, out = reference[name].float(), fast[name].float()
+        if ref.abs().max() < VANISHING:
+            assert out.abs().max() < VANISHING, f"{name}: {out.abs().max():.1e} where the reference vanishes"
+        else:
+            assert_close(name, ref, out, tol)
+
+
+# -- the levels ----------------------------------------------------------------------------------
+def fenwick_levels_by_buckets(n: int) -> torch.Tensor:
+    """Levels from the bucket construction: [0, t) split by the set bits of t, high to low."""
+    levels = torch.full((n, n), -1, dtype=torch.int64)
+    for t in range(n):
+        levels[t, t] = 0
+        start = 0
+        for bit in reversed(range(t.bit_length())):
+            if t >> bit & 1:
+                levels[t, start : start + (1 << bit)] = bit + 1
+                start += 1 << bit
+    return levels
+
+
+@pytest.mark.parametrize("n", [1, 2, 7, 16, 33, 100])
+def test_level_matrix_matches_fenwick_buckets(n):
+    assert torch.equal(level_matrix(n), fenwick_levels_by_buckets(n))
+
+
+def test_naive_weights_follow_the_definition():
+    """Each causal weight, written out: lambda_t[l(t,s)] * phi_q.phi_k * prod of the gates after s up to t."""
+    n, dim, levels = 9, 4, 5
+    generator = torch.Generator().manual_seed(0)
+    phi_q, phi_k = (torch.rand(1, 1, n, dim, generator=generator) for _ in range(2))
+    lam = torch.rand(1, 1, n, levels, generator=generator) + 0.5
+    log_gates = -torch.rand(1, 1, n, generator=generator)
+    weights = causal_weights(phi_q, phi_k, lam, log_gates)[0, 0]
+    for t in range(n):
+        for s in range(n):
+            expected = 0.0
+            if s <= t:
+                decay = torch.exp(log_gates[0, 0, s + 1 : t + 1].sum())
+                expected = lam[0, 0, t, (t ^ s).bit_length()] * (phi_q[0, 0, t] @ phi_k[0, 0, s]) * decay
+            assert abs(float(weights[t, s]) - float(expected)) <= 1e-6, (t, s)
+
+
+# -- the starting point: causal linear attention ------------------------------------------------
+def linear_attention(q, k, v, causal: bool, eps: float = 1e-6) -> torch.Tensor:
+    """elu+1 linear attention from running sums (causal) or global sums."""
+    phi_q, phi_k = F.elu(q) + 1, F.elu(k) + 1
+    kv = phi_k[..., :, None] * v[..., None, :]
+    if causal:
+        kv_sums, k_sums = kv.cumsum(2), phi_k.cumsum(2)
+    else:
+        kv_sums, k_sums = kv.sum(2, keepdim=True), phi_k.sum(2, keepdim=True)
+    numerator = torch.einsum("bhnd,bhnde->bhne", phi_q, kv_sums.expand(*kv.shape))
+    return numerator / ((phi_q * k_sums).sum(-1, keepdim=True) + eps)
+
+
+def test_level_weights_start_at_one():
+    module = methods.build("loglinear", head_dim=8)
+    lam = module.level_weights(torch.randn(BATCH, HEADS, 5, 8))
+    assert lam.shape == (BATCH, HEADS, 5, 21)
+    assert (lam - 1).abs().max() <= 1e-7
+
+
+@pytest.mark.parametrize("impl", ["naive", "chunk", "triton"])
+@pytest.mark.parametrize("causal", [True, False])
+def test_untrained_module_is_linear_attention(impl, causal):
+    q, k, v = inputs(37, 16, 8)
+    module = methods.build("loglinear", head_dim=16, impl=impl, chunk_size=16)
+    assert_close("o", linear_attention(q, k, v, causal), module(q, k, v, causal=causal), FP32_TOL)
+
+
+# -- fast paths against the naive definition ----------------------------------------------------
+def check_chunk(n, chunk_size, dim, value_dim, causal, decay):
+    q, k, v = inputs(n, dim, value_dim)
+    reference = output_and_grads(build("naive", dim, decay, chunk_size), q, k, v, causal)
+    fast = output_and_grads(build("chunk", dim, decay, chunk_size), q, k, v, causal)
+    compare(reference, fast, FP32_TOL)
+
+
+@pytest.mark.parametrize("n", [1, 7, 63, 64, 65, 200])
+@pytest.mark.parametrize("chunk_size", [16, 64])
+@pytest.mark.parametrize("causal", [True, False])
+def test_chunk_matches_naive(n, chunk_size, causal):
+    check_chunk(n, chunk_size, 16, 24, causal, decay=True)
+
+
+@pytest.mark.parametrize("n", [65, 200])
+@pytest.mark.parametrize("dim,value_dim", [(24, 16), (64, 32)])
+@pytest.mark.parametrize("causal", [True, False])
+@pytest.mark.parametrize("decay", [True, False])
+def test_chunk_matches_naive_other_dims(n, dim, value_dim, causal, decay):
+    check_chunk(n, 16, dim, value_dim, causal, decay)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("n", [1, 7, 63, 64, 65, 200, 513])
+@pytest.mark.parametrize("chunk_size", [16, 64])
+@pytest.mark.parametrize("dim,value_dim", [(16, 24), (24, 16), (64, 32)])
+@pytest.mark.parametrize("causal", [True, False])
+@pytest.mark.parametrize("decay", [True, False])
+def test_chunk_matches_naive_all_shapes(n, chunk_size, dim, value_dim, causal, decay):
+    check_chunk(n, chunk_size, dim, value_dim, causal, decay)
+
+
+TRITON_CASES = [  # (n, chunk_size, dim, value_dim, causal, decay): small, the interpreter is slow
+    (65, 16, 24, 16, True, True),
+    (40, 16, 16, 24, False, False),
+    (7, 64, 16, 24, True, True),
+]
+TRITON_SLOW_CASES = [
+    (n, chunk_size, dim, value_dim, causal, True)
+    for n in (1, 63, 64, 200)
+    for chunk_size in (16, 64)
+    for dim, value_dim in ((16, 24), (64, 32))
+    for causal in (True, False)
+]
+
+
+def check_triton(n, chunk_size, dim, value_dim, causal, decay):
+    q, k, v = inputs(n, dim, value_dim)
+    reference = output_and_grads(build("naive", dim, decay, chunk_size), q, k, v, causal)
+    fast = output_and_grads(build("triton", dim, decay, chunk_size), q, k, v, causal)
+    compare(reference, fast, FP32_TOL)
+
+
+@pytest.mark.parametrize("case", TRITON_CASES)
+def test_triton_matches_naive(case):
+    check_triton(*case)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case", TRITON_SLOW_CASES)
+def test_triton_matches_naive_more_shapes(case):
+    check_triton(*case)
+
+
+@pytest.mark.parametrize("impl", ["chunk", "triton"])
+@pytest.mark.parametrize("causal", [True, False])
+def test_bf16_against_float32_reference(impl, causal):
+    n, dim, value_dim = 33 if impl == "triton" else 200, 16, 24
+    q, k, v = inputs(n, dim, value_dim)
+    reference = output_and_grads(build("naive", dim), q, k, v, causal)
+    low = [t.detach().to(torch.bfloat16).requires_grad_() for t in (q, k, v)]
+    fast = output_and_grads(build(impl, dim), *low, causal)
+    assert fast["o"].dtype == torch.bfloat16 and fast["dq"].dtype == torch.bfloat16
+    compare(reference, fast, BF16_TOL)
+
+
+@pytest.mark.slow
+def test_bf16_long_sequence_is_finite():
+    q, k, v = (t.detach()[:1].bfloat16().requires_grad_() for t in inputs(16384, 64, 64))
+    results = output_and_grads(build("chunk", 64, chunk_size=64), q, k, v, causal=True)
+    for name, tensor in results.items():
+        assert torch.isfinite(tensor).all(), name
+
+
+# -- limits and user mistakes -------------------------------------------------------------------
+def test_length_beyond_the_levels_is_an_error():
+    module = methods.build("loglinear", head_dim=4, impl="chunk", num_levels=4)
+    q, k, v = (torch.randn(1, 1, 8, 4) for _ in range(3))
+    assert module(q, k, v, causal=True).shape == (1, 1, 8, 4)  # 2^(4-1) tokens fit in 4 levels
+    with pytest.raises(MethodError, match="num_levels=4"):
+        module(*(torch.randn(1, 1, 9, 4) for _ in range(3)))
+
+
+def test_default_levels_cover_two_to_the_twenty_tokens():
+    module = methods.build("loglinear", head_dim=1)
+    assert module.num_levels == 21 and module.max_length == 2**20
+    too_long = torch.zeros(1, 1, 2**20 + 1, 1)
+    with pytest.raises(MethodError, match="1048577"):
+        module(too_long, too_long, too_long, causal=True)
+
+
+@pytest.mark.parametrize(
+    "options,message",
+    [
+        ({"levels": 3}, "valid: feature_map, num_levels, chunk_size, decay, num_heads"),
+        ({"feature_map": "relu"}, "valid: elu"),
+        ({"chunk_size": 48}, "power of two"),
+        ({"num_levels": 0}, "num_levels"),
+        ({"decay": "yes"}, "decay"),
+    ],
+)
+def test_bad_options_are_clear_errors(options, message):
+    with pytest.raises(MethodError, match=message):
+        methods.build("loglinear", head_dim=8, **options)
+
+
+def test_per_head_projection_checks_the_head_count():
+    module = methods.build("loglinear", head_dim=8, num_heads=3)
+    with pytest.raises(MethodError, match="num_heads=3"):
+        module(*(torch.randn(1, 2, 5, 8) for _ in range(3)))
+
+
+# -- the recurrent form -------------------------------------------------------------------------
+@pytest.mark.parametrize("n", [1, 8, 37, 64, 100])
+@pytest.mark.parametrize("decay", [True, False])
+def test_stepping_equals_the_causal_parallel_form(n, decay):
+    q, k, v = (t.detach() for t in inputs(n, 16, 8))
+    module = build("naive", 16, decay)
+    reference = module(q, k, v, causal=True)
+    state = module.init_state(BATCH, HEADS, 16, 8)
+    outputs = []
+    for t in range(n):
+        out, state = module.step(q[:, :, t], k[:, :, t], v[:, :, t], state)
+        outputs.append(out)
+        # The occupied levels are the set bits of the tokens read: a binary counter.
+        assert module.live_states(state) == bin(t + 1).count("1") <= (t + 1).bit_length()
+    assert_close("o", reference, torch.stack(outputs, 2), FP32_TOL)
+
+
+def test_state_memory_grows_logarithmically():
+    module = methods.build("loglinear", head_dim=4)
+    state = module.init_state(1, 1, 4, 4)
+    state_bytes = {}
+    for t in range(1, 1024):
+        x = torch.randn(1, 1, 4)
+        _, state = module.step(x, x, x, state)
+        state_bytes[t] = sum(tensor.numel() * tensor.element_size() for tensor in state.values())
+    per_level = (4 * 4 + 4) * 4  # one float32 (kv, z) pair
+    assert module.live_states(state) == 10  # 1023 tokens = ten set bits
+    assert max(state_bytes.values()) <= 10 * per_level + 64  # plus position and sizes
+    assert state_bytes[512] < state_bytes[511]  # 511 = 0b111111111 merges into one level at 512
+
+
+def test_foreign_or_misfitting_state_is_a_clear_error():
+    module = methods.build("loglinear", head_dim=4)
+    x = torch.randn(2, 3, 4)
+    softmax_state = methods.build("softmax", head_dim=4).init_state(2, 3, 4, 4)
+    with pytest.raises(MethodError, match="init_state"):
+        module.step(x, x, x, softmax_state)
+    with pytest.raises(MethodError, match=r"\(2, 3, 4, 4\)"):
+        module.step(x, x, x, module.init_state(5, 3, 4, 4))
+    state = module.init_state(2, 3, 4, 4)
+    _, state = module.step(x, x, x, state)
+    del state["kv_level1"]
+    with pytest.raises(MethodError, match="do not match"):
+        module.step(x, x, x, state)
+
+
+def test_stepping_past_the_levels_is_an_error():
+    module = methods.build("loglinear", head_dim=4, num_levels=2)  # two tokens at most
+    state = module.init_state(1, 1, 4, 4)
+    x = torch.randn(1, 1, 4)
+    for _ in range(2):
+        _, state = module.step(x, x, x, state)
+    with pytest.raises(MethodError, match="num_levels=2"):
+        module.step(x, x, x, state)
