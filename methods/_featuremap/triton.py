@@ -31,15 +31,17 @@ def feature_attention_triton(
     phi_k: torch.Tensor,
     v: torch.Tensor,
     causal: bool = False,
-    eps: float = DENOMINATOR_EPS,
+    eps: float | torch.Tensor = DENOMINATOR_EPS,
     block_size: int = 64,
 ) -> torch.Tensor:
     """Same result as ``naive.feature_attention`` in O(N) memory; returns the dtype of phi_q.
 
+    ``eps`` is a number or a tensor broadcastable to (B, H, N) (then it gets a gradient too).
     ``block_size`` (a power of two, at least 16) is the chunk length and the largest tile of F and E.
     """
     _check_inputs(phi_q, phi_k, v, eps, block_size)
-    return _FeatureAttention.apply(phi_q, phi_k, v, bool(causal), float(eps), block_size)
+    eps = torch.as_tensor(eps, dtype=torch.float32, device=phi_q.device)
+    return _FeatureAttention.apply(phi_q, phi_k, v, eps, bool(causal), block_size)
 
 
 def _check_inputs(phi_q: torch.Tensor, phi_k: torch.Tensor, v: torch.Tensor, eps: object, block_size: int) -> None:
@@ -61,8 +63,17 @@ def _check_inputs(phi_q: torch.Tensor, phi_k: torch.Tensor, v: torch.Tensor, eps
         )
     if min(phi_q.shape[2], phi_q.shape[3], v.shape[3]) < 1:
         raise MethodError(f"feature attention: N, F and E must be at least 1, got {tuple(phi_q.shape)}, {tuple(v.shape)}")
-    if isinstance(eps, torch.Tensor) and eps.numel() != 1:
-        raise MethodError(f"feature attention (triton): eps must be a number, got a tensor of shape {tuple(eps.shape)}")
+    if isinstance(eps, torch.Tensor):
+        rows = phi_q.shape[:3]
+        try:
+            fits = torch.broadcast_shapes(eps.shape, rows) == rows
+        except RuntimeError:
+            fits = False
+        if not fits:
+            raise MethodError(
+                f"feature attention: eps of shape {tuple(eps.shape)} does not broadcast to (B, H, N) = "
+                f"{tuple(rows)}; pass a number or a tensor that does"
+            )
     if block_size < MIN_BLOCK or block_size & (block_size - 1):
         raise MethodError(f"feature attention (triton): block_size must be a power of two >= {MIN_BLOCK}, got {block_size}")
     reason = triton_unusable_reason(phi_q.device)
@@ -115,7 +126,8 @@ class _Launcher:
         return state, key_sum
 
     def over_features(self, query, key, value, state, key_sum, out, denominator, eps, reverse, normalize) -> None:
-        """out = query @ state + mask(query key^T) @ value, divided by the denominator if ``normalize``."""
+        """out = query @ state + mask(query key^T) @ value; if ``normalize``, divided by the
+        denominator (written to ``denominator``) with ``eps`` (BH, N) added."""
         grid = (self.num_chunks, triton.cdiv(self.e, self.be), self.bh)
         kernels.attend_over_features_kernel[grid](
             query, key, value, state, key_sum, out, denominator, eps,
@@ -146,14 +158,16 @@ def _tile(size: int, block_size: int) -> int:
 
 class _FeatureAttention(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, phi_q, phi_k, v, causal: bool, eps: float, block_size: int):
+    def forward(ctx, phi_q, phi_k, v, eps, causal: bool, block_size: int):
         phi_q, phi_k, v = phi_q.contiguous(), phi_k.contiguous(), v.contiguous()
+        eps_rows = eps.expand(phi_q.shape[:3]).contiguous()
         run = _Launcher(phi_q, v, causal, block_size, _dot_config(phi_q.dtype, phi_k.dtype, v.dtype))
         state, key_sum = run.states(phi_k, v, weight=None, reverse=False)
         out = torch.empty(v.shape, device=v.device, dtype=phi_q.dtype)
         denominator = torch.empty(phi_q.shape[:3], device=v.device, dtype=torch.float32)
-        run.over_features(phi_q, phi_k, v, state, key_sum, out, denominator, eps, reverse=False, normalize=True)
+        run.over_features(phi_q, phi_k, v, state, key_sum, out, denominator, eps_rows, reverse=False, normalize=True)
         ctx.save_for_backward(phi_q, phi_k, v, out, denominator)
+        ctx.eps_shape = eps.shape
         ctx.run = run
         return out
 
@@ -173,5 +187,8 @@ class _FeatureAttention(torch.autograd.Function):
         grad_k = torch.empty_like(phi_k)
         run.over_values(v, g, phi_q, r, state, key_sum, grad_k, reverse=True, weight_on_a=False)
         grad_v = torch.empty_like(v)
-        run.over_features(phi_k, phi_q, g, state, key_sum, grad_v, r, 0.0, reverse=True, normalize=False)
-        return grad_q, grad_k, grad_v, None, None, None
+        # Without normalization the kernel reads neither denominator nor eps: r fills both places.
+        run.over_features(phi_k, phi_q, g, state, key_sum, grad_v, r, r, reverse=True, normalize=False)
+        # eps enters the denominator once per row: its gradient is r, summed over broadcast dims.
+        grad_eps = r.sum_to_size(ctx.eps_shape) if ctx.needs_input_grad[3] else None
+        return grad_q, grad_k, grad_v, grad_eps, None, None

@@ -6,7 +6,8 @@ The sequence is cut into chunks of BT rows. Three kernels, each used twice (forw
   stored per chunk (the sum over chunks strictly before it, or strictly after it when REVERSE), or
   stored once as the total when not causal.
 - ``attend_over_features_kernel``: out = query @ state + mask(query key^T) @ value, reducing over F;
-  with NORMALIZE it also forms the denominator query . key_sum + rowsum(mask(query key^T)) + eps.
+  with NORMALIZE it also forms the denominator query . key_sum + rowsum(mask(query key^T)) + eps
+  (eps one value per row).
 - ``attend_over_values_kernel``: out = a @ state^T + wa * key_sum + mask(a b^T + wa wb^T) @ c,
   reducing over E, where one of wa, wb is a per-row weight and the other is 1.
 
@@ -116,7 +117,7 @@ def attend_over_features_kernel(
     key_sum_ptr,  # (BH, S, F) float32, read only when NORMALIZE
     out_ptr,  # (BH, N, E)
     denominator_ptr,  # (BH, N) float32 out, written only when NORMALIZE
-    eps,
+    eps_ptr,  # (BH, N) float32, read only when NORMALIZE
     N,
     F,
     E,
@@ -171,7 +172,7 @@ def attend_over_features_kernel(
         if NORMALIZE:
             denominator += tl.sum(scores, axis=1)
     if NORMALIZE:
-        denominator += eps
+        denominator += tl.load(eps_ptr + bh * N + offs_t, mask=mask_t, other=1.0)
         acc = acc / denominator[:, None]
         tl.store(denominator_ptr + bh * N + offs_t, denominator, mask=mask_t & (pid_e + 0 * offs_t == 0))
     tl.store(
