@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import hashlib
 import random
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 
 import datasets
@@ -172,7 +172,7 @@ def encode(source: str, where: str = "input") -> np.ndarray:
         raise TaskError(f"{where}: unknown ListOps token {exc.args[0]!r}; valid tokens: {valid}") from None
 
 
-def decode(ids: list[int] | np.ndarray) -> str:
+def decode(ids: Iterable[int]) -> str:
     """The printed expression of token ids (padding ignored), parentheses restored as LRA prints
     them; ``decode(encode(source)) == source`` for every well-formed expression."""
     frames: list[list[str]] = [[]]  # one frame per open operation: its operator, then its arguments
