@@ -3,4 +3,9 @@
 # name -> "module:function" of the loader; merged into ``tasks.LOADERS``.
 LOADERS = {
     "listops": "tasks.lra.listops:load",
+    "text": "tasks.lra.text:load",
+    "retrieval": "tasks.lra.retrieval:load",
+    "image": "tasks.lra.image:load",
+    "pathfinder": "tasks.lra.pathfinder:load",
+    "pathx": "tasks.lra.pathfinder:load",
 }
