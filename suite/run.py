@@ -25,6 +25,13 @@ DEVICES = ("auto", "cpu", "cuda")
 SPLIT_LIMITS = ("num_train", "num_val", "num_test")
 
 
+def quiet_datasets() -> None:
+    """Hide `datasets`' per-shard progress bars: the run's own bar is the one to watch."""
+    import datasets
+
+    datasets.disable_progress_bars()
+
+
 def resolve_device(name: str) -> torch.device:
     """``auto`` is CUDA when present, else the CPU; ``cuda`` without CUDA is a user error."""
     if name not in DEVICES:
@@ -85,6 +92,7 @@ def run(config: Mapping) -> tuple[Path, Outcome]:
     torch.manual_seed(config["seed"])
 
     tcfg = task_config(config)
+    quiet_datasets()
     data = load_task(tcfg, Path(config["data_dir"]).expanduser())
     data.train, data.val, data.test = (
         capped(split, tcfg[key]) if key in tcfg else split

@@ -1,0 +1,32 @@
+"""Shared fixtures: composed configs with tiny budgets and isolated data/result folders."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from hydra import compose, initialize_config_dir
+from omegaconf import OmegaConf
+
+CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
+
+
+@pytest.fixture(scope="session")
+def data_dir(tmp_path_factory) -> Path:
+    """One data cache for the whole test session, so generated data is made once."""
+    return tmp_path_factory.mktemp("data")
+
+
+@pytest.fixture
+def make_config(tmp_path, data_dir):
+    """Compose the real config with overrides; results go to a fresh folder per test."""
+
+    def make(*overrides: str) -> dict:
+        with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+            cfg = compose("config", overrides=[
+                "budget=smoke", f"results_dir={tmp_path / 'results'}", f"data_dir={data_dir}",
+                *overrides,
+            ])
+        return OmegaConf.to_container(cfg, resolve=True)
+
+    return make

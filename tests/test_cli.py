@@ -1,0 +1,112 @@
+"""The entry point end to end at budget smoke, and its answers to bad input."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from suite import records
+from suite.errors import ConfigError
+from suite.run import run
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def cli(*args: str, data_dir: Path, cwd: Path) -> subprocess.CompletedProcess:
+    env = {**os.environ, "SUITE_DATA_DIR": str(data_dir), "SUITE_HYDRA_DIR": str(cwd / "hydra")}
+    return subprocess.run([sys.executable, "-m", "suite", *args], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=300)
+
+
+def test_smoke_run_writes_exactly_one_complete_record(tmp_path, data_dir):
+    results = tmp_path / "results"
+    done = cli("method=softmax", "task=listops", "budget=smoke", f"results_dir={results}",
+               data_dir=data_dir, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-2000:]
+    written = [p for p in results.rglob("*") if p.is_file()]
+    assert len(written) == 1
+    record = records.read_record(written[0])
+    assert record["status"] == "ok" and record["kind"] == "train"
+    assert record["method"]["name"] == "softmax" and record["task"]["name"] == "listops"
+    for key in ("test_accuracy", "val_accuracy", "baseline_accuracy", "train_tokens_per_s",
+                "median_step_time_s", "peak_memory_bytes", "param_count", "wall_time_s"):
+        assert record["metrics"][key] is not None, key
+    for key in ("device", "device_name", "torch", "python", "git_commit", "cpu", "seed"):
+        assert key in record["env"], key
+    assert f"record: {written[0]}" in done.stdout
+    assert "baseline" in done.stdout and "majority class" in done.stdout
+
+
+@pytest.mark.parametrize("args, named", [
+    (("method=nope", "task=listops"), "valid methods: softmax"),
+    (("method=softmax", "task=nope"), "valid tasks: "),
+    (("budget=huge",), "valid budgets: paper, small, smoke"),
+    (("mode=nope",), "valid modes: train"),
+])
+def test_unknown_choice_is_one_line_exit_2_and_touches_nothing(tmp_path, data_dir, args, named):
+    results = tmp_path / "results"
+    results.mkdir()
+    (results / "keep.json").write_text("{}")
+    done = cli(*args, f"results_dir={results}", data_dir=data_dir, cwd=tmp_path)
+    assert done.returncode == 2
+    assert named in done.stderr and "Traceback" not in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1
+    assert [p.name for p in results.iterdir()] == ["keep.json"]
+
+
+@pytest.mark.parametrize("overrides, named", [
+    (("model.num_heads=3",), "does not divide model.d_model"),
+    (("task.seq_len=0",), "task.seq_len must be a positive integer"),
+    (("model.d_model=-8",), "model.d_model must be a positive integer"),
+    (("budget.max_steps=0",), "budget.max_steps must be a positive integer"),
+    (("device=tpu",), "unknown device 'tpu'"),
+    (("method.impl=chunk",), "unknown impl 'chunk' for method 'softmax'"),
+    (("budget.eval_batches=-1",), "budget.eval_batches must be a positive integer or null"),
+])
+def test_impossible_sizes_are_refused_before_any_record(make_config, overrides, named):
+    config = make_config(*overrides)
+    with pytest.raises(ValueError, match=named):
+        run(config)
+    assert not Path(config["results_dir"]).exists() or not any(Path(config["results_dir"]).rglob("*.json"))
+
+
+def test_cuda_without_cuda_is_refused(make_config):
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has CUDA")  # the refusal only exists where CUDA is absent
+    with pytest.raises(ValueError, match="device=cuda but no CUDA device"):
+        run(make_config("device=cuda"))
+
+
+def test_impossible_size_at_the_cli_is_one_line(tmp_path, data_dir):
+    done = cli("budget=smoke", "model.num_heads=3", f"results_dir={tmp_path / 'r'}",
+               data_dir=data_dir, cwd=tmp_path)
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert done.stderr.strip() == "error: model.num_heads=3 does not divide model.d_model=32"
+
+
+def test_same_seed_same_metrics_on_cpu(make_config):
+    config = make_config("seed=3", "device=cpu")
+    first = records.read_record(run(config)[0])["metrics"]
+    second = records.read_record(run(config)[0])["metrics"]
+    for key in ("test_accuracy", "val_accuracy", "final_train_loss", "train_accuracy", "train_tokens"):
+        assert first[key] == second[key], key
+
+
+def test_different_seed_changes_training(make_config):
+    a = records.read_record(run(make_config("seed=0"))[0])["metrics"]
+    b = records.read_record(run(make_config("seed=1"))[0])["metrics"]
+    assert a["final_train_loss"] != b["final_train_loss"]
+
+
+def test_record_config_is_the_whole_resolved_config(make_config):
+    config = make_config()
+    record = records.read_record(run(config)[0])
+    assert set(record["config"]) >= {"method", "task", "model", "budget", "mode", "seed", "device"}
+    assert json.dumps(record["config"]["model"], sort_keys=True) == json.dumps(config["model"], sort_keys=True)
