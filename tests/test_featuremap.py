@@ -131,3 +131,81 @@ def test_chunk_matches_naive(config, head_dim, n, causal, dtype):
     assert_all_close(ref, out, TOLERANCE[dtype], n)
     if n == 1:
         assert_close("o = v", v.detach().float(), out["o"].detach().float(), TOLERANCE[dtype])
+
+
+# -- the recurrent form --------------------------------------------------------------------------
+@pytest.mark.parametrize("n", [16, 23])  # a power of two and not
+@pytest.mark.parametrize("config", CONFIGS)
+def test_stepping_equals_causal_naive(config, n):
+    naive, _ = build_pair(config, 16)
+    q, k, v = (t.detach() for t in random_qkv(2, 3, n, 16))
+    state = naive.init_state(2, 3, 16, value_dim(16))
+    outputs = []
+    for t in range(n):
+        o_t, state = naive.step(q[:, :, t], k[:, :, t], v[:, :, t], state)
+        outputs.append(o_t)
+    assert state["kv"].dtype == state["z"].dtype == torch.float32
+    assert_close("o", naive(q, k, v, causal=True), torch.stack(outputs, dim=2), 1e-4)
+
+
+@pytest.mark.parametrize("config", CONFIGS)
+def test_step_rejects_a_state_of_another_shape_or_method(config):
+    module, _ = build_pair(config, 16)
+    q_t, k_t, v_t = (torch.randn(2, 3, d) for d in (16, 16, 8))
+    softmax_state = methods.build("softmax", head_dim=16).init_state(2, 3, 16, 8)
+    other_features = methods.build("taylor" if config != "taylor" else "linear", head_dim=16).init_state(2, 3, 16, 8)
+    for state in (softmax_state, other_features, module.init_state(2, 4, 16, 8), module.init_state(2, 3, 16, 9)):
+        with pytest.raises(MethodError, match="init_state"):
+            module.step(q_t, k_t, v_t, state)
+    with pytest.raises(MethodError, match="head_dim=16"):
+        module.init_state(2, 3, 32, 8)
+
+
+# -- options and user mistakes -------------------------------------------------------------------
+@pytest.mark.parametrize("name", ["linear", "favor", "taylor"])
+def test_unknown_option_lists_the_valid_ones(name):
+    with pytest.raises(MethodError, match=r"unknown option\(s\) window; valid options: .*chunk_size"):
+        methods.build(name, head_dim=8, window=3)
+
+
+@pytest.mark.parametrize("name", ["linear", "favor", "taylor"])
+@pytest.mark.parametrize("bad", [0, -4, 2.5, True])
+def test_chunk_size_must_be_a_positive_int(name, bad):
+    with pytest.raises(MethodError, match=f"chunk_size must be a positive integer, got {bad!r}"):
+        methods.build(name, head_dim=8, chunk_size=bad)
+
+
+@pytest.mark.parametrize("name", ["linear", "favor", "taylor"])
+def test_feature_map_kind_and_shape(name):
+    module = methods.build(name, head_dim=8)
+    x = torch.randn(2, 3, 5, 8)
+    assert module.feature_map(x, "query").shape == (2, 3, 5, module.num_features)
+    assert module.feature_map(x, "key").shape == (2, 3, 5, module.num_features)
+    with pytest.raises(MethodError, match="query, key, got 'value'"):
+        module.feature_map(x, "value")
+
+
+@pytest.mark.parametrize("name", ["linear", "favor", "taylor"])
+def test_cpu_default_is_chunk(name):
+    module = methods.build(name, head_dim=8)
+    assert module.resolve_impl(torch.device("cpu")) == "chunk"
+
+
+# -- long sequences in bf16 ----------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("name", "options"),
+    [
+        ("linear", {}),
+        ("favor", {}),
+        ("taylor", {"feature_dim": 16}),  # Based's setting
+        pytest.param("taylor", {}, marks=pytest.mark.slow),  # 4161 features: about a minute
+    ],
+)
+def test_no_nan_or_inf_in_bf16_at_16k_tokens(name, options):
+    module = methods.build(name, head_dim=64, **options)
+    q, k, v = random_qkv(1, 2, 16384, 64, torch.bfloat16)
+    out = module(q, k, v, causal=True)
+    out.float().square().sum().backward()
+    for label, t in (("o", out), ("dq", q.grad), ("dk", k.grad), ("dv", v.grad)):
+        assert torch.isfinite(t).all(), label
+    assert out.abs().max() > 0
