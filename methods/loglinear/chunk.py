@@ -1,12 +1,13 @@
 """Log-linear attention in O(N log N): dense inside chunks, one float32 state per Fenwick level between them.
 
 With a chunk size C = 2^c, a key s in an earlier chunk than query t has level
-``l(t, s) = c + bit_length(chunk(t) XOR chunk(s))``, so earlier chunks fall into whole-chunk
-Fenwick buckets: for chunk level j the bucket of chunk i is the aligned block of 2^j chunks just
-before i's block, present when bit j of i is set. The blocks of every level are pairwise sums of
-the level below (a binary tree over the per-chunk states), so all buckets cost O(N) to build and
-each query reads one state per level: O(N log N) in all, batched over chunks, no Python loop over
-them. The denominator rides along as an extra value column of ones.
+``l(t, s) = c + 1 + j`` with ``j + 1 = bit_length(chunk(t) XOR chunk(s))``, so earlier chunks fall
+into whole-chunk Fenwick buckets: at chunk level j, the chunks of every odd aligned block of 2^j
+chunks read the even block just before it (the bucket is absent in even blocks). The blocks of
+every level are pairwise sums of the level below (a binary tree over the per-chunk states), so all
+buckets cost O(N) to build and each query reads at most one state per level: O(N log N) in all,
+batched over chunks, a Python loop over the log2(N / C) levels only. The denominator rides along
+as an extra value column of ones.
 
 The two products that touch every query (inside the chunks, and against the per-level states) are
 ``ChunkParts``: plain PyTorch here, Triton kernels in triton.py; the rest is shared.
@@ -15,6 +16,7 @@ The two products that touch every query (inside the chunks, and against the per-
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 from typing import Callable
 
 import torch
@@ -24,11 +26,23 @@ from methods._featuremap.common import DENOMINATOR_EPS, divide_by_denominator
 from methods.base import MethodError
 from methods.loglinear.levels import level_matrix
 
+@dataclass(frozen=True)
+class FenwickTree:
+    """Sums of aligned blocks of chunks: ``blocks[j]`` (B, H, chunks >> j, F, E + 1) sums 2^j chunks.
+
+    With decay each block is decayed to its last key, whose cumulative gate is ``ends[j]``
+    (B, H, chunks >> j); ``ends`` is None without decay.
+    """
+
+    blocks: list[torch.Tensor]
+    ends: list[torch.Tensor] | None
+
+
 # intra(phi_q, phi_k, v, level_weights (levels 0..c), cumulative gates or None, chunk_size) and
-# inter(phi_q, states (B,H,chunks,J,F,E+1), scale (B,H,N,J)) both return (B, H, N, E + 1):
-# numerator columns then the denominator.
+# inter(phi_q, tree, level_weights (chunk levels j = 0.., i.e. levels c+1..), cumulative gates or
+# None, chunk_size) both return (B, H, N, E + 1): numerator columns then the denominator.
 IntraPart = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, "torch.Tensor | None", int], torch.Tensor]
-InterPart = Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
+InterPart = Callable[[torch.Tensor, FenwickTree, torch.Tensor, "torch.Tensor | None", int], torch.Tensor]
 
 
 @dataclass(frozen=True)
@@ -65,55 +79,73 @@ def torch_intra(phi_q, phi_k, v, level_weights, cumulative_gates, chunk_size):
     return (scores @ values).view(batch, heads, n, -1)
 
 
-def torch_inter(phi_q, states, scale):
-    """sum_j scale_j(t) * phi_q(t) . state_j(chunk(t)), as one product contracting levels and features."""
-    batch, heads, chunks, levels, features, width = states.shape
-    chunk_size = phi_q.shape[2] // chunks
-    q = phi_q.view(batch, heads, chunks, chunk_size, 1, features) * scale.view(batch, heads, chunks, chunk_size, levels, 1)
-    out = q.flatten(-2) @ states.flatten(-3, -2)
-    return out.view(batch, heads, chunks * chunk_size, width)
+def _odd_halves(x: torch.Tensor, pairs: int, size: int) -> torch.Tensor:
+    """Tokens of the odd blocks of ``pairs`` block pairs, as a (B, H, pairs, size, ...) view."""
+    return x[:, :, : 2 * pairs * size].unflatten(2, (pairs, 2, size))[:, :, :, 1]
+
+
+def _tail(x: torch.Tensor, start: int) -> torch.Tensor:
+    """Tokens from ``start`` on, as a (B, H, 1, N - start, ...) view."""
+    return x[:, :, start:].unsqueeze(2)
+
+
+def torch_inter(phi_q, tree, level_weights, cumulative_gates, chunk_size):
+    """Per chunk level j, the tokens of every odd block of 2^j chunks read the even block before it.
+
+    Absent buckets are never touched: each level costs half the tokens, and the tokens sharing a
+    bucket are strided views of the sequence, so no state is copied per chunk.
+    """
+    batch, heads, n, _ = phi_q.shape
+    out = phi_q.new_zeros(batch, heads, n, tree.blocks[0].shape[-1])
+    for j, blocks in enumerate(tree.blocks):
+        size = chunk_size << j
+        pairs, rest = divmod(n, 2 * size)
+        # (token selector, the even blocks read): whole pairs of blocks, then a partial odd block
+        # at the end that reads the whole even block before it.
+        segments = []
+        if pairs:
+            segments.append((partial(_odd_halves, pairs=pairs, size=size), 0, 2 * pairs))
+        if rest > size:
+            segments.append((partial(_tail, start=2 * pairs * size + size), 2 * pairs, 2 * pairs + 1))
+        for odd, first, stop in segments:
+            scale = odd(level_weights[..., j])
+            if cumulative_gates is not None:
+                scale = scale * torch.exp(odd(cumulative_gates) - tree.ends[j][:, :, first:stop:2, None])
+            odd(out).add_((odd(phi_q) * scale[..., None]) @ blocks[:, :, first:stop:2])
+    return out
 
 
 TORCH_PARTS = ChunkParts(intra=torch_intra, inter=torch_inter)
 
 
-def level_states(
-    phi_k: torch.Tensor, v: torch.Tensor, cumulative_gates: torch.Tensor | None, chunk_size: int
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Per chunk and chunk level j: the bucket's state (B,H,chunks,J,F,E+1), whether it exists and its end gate.
+def fenwick_tree(phi_k: torch.Tensor, v: torch.Tensor, cumulative_gates: torch.Tensor | None, chunk_size: int) -> FenwickTree:
+    """The block sums of every chunk level below the top: O(N) work by pairwise sums.
 
-    A bucket's state is sum_s exp(G_end - G_s) phi_k(s) [v_s, 1]^T with G_end the cumulative gate
-    at the bucket's last key; the query then applies exp(G_t - G_end), never a positive exponent.
+    A block's state is sum_s exp(G_end - G_s) phi_k(s) [v_s, 1]^T with G_end the cumulative gate
+    at its last key; a query then applies exp(G_t - G_end), never a positive exponent.
     """
     batch, heads, n, features = phi_k.shape
     chunks = n // chunk_size
     values = F.pad(v, (0, 1), value=1.0).view(batch, heads, chunks, chunk_size, -1)
     k = phi_k.view(batch, heads, chunks, chunk_size, features)
-    if cumulative_gates is None:
-        ends = torch.zeros(batch, heads, chunks, device=phi_k.device)
-    else:
+    ends = None
+    if cumulative_gates is not None:
         g = cumulative_gates.view(batch, heads, chunks, chunk_size)
         ends = g[..., -1]
         k = k * torch.exp(ends[..., None] - g)[..., None]
-    blocks = k.transpose(-1, -2) @ values  # level-0 blocks: one chunk each
-
-    index = torch.arange(chunks, device=phi_k.device)
-    states, present, bucket_ends = [], [], []
-    for j in range((chunks - 1).bit_length()):
-        block = index >> j
-        exists = (block & 1) == 1
-        before = (block - 1).clamp_min(0)
-        states.append(blocks[:, :, before] * exists.view(-1, 1, 1))
-        present.append(exists)
-        bucket_ends.append(ends[:, :, before])
-        # The next level's blocks pair this level's; an odd last block is never a whole bucket.
-        pairs = blocks.shape[2] // 2
-        first, second = blocks[:, :, 0 : 2 * pairs : 2], blocks[:, :, 1 : 2 * pairs : 2]
-        first_end, second_end = ends[:, :, 0 : 2 * pairs : 2], ends[:, :, 1 : 2 * pairs : 2]
-        if cumulative_gates is not None:
+    blocks = [k.transpose(-1, -2) @ values]  # level 0: one chunk each
+    all_ends = None if ends is None else [ends]
+    for _ in range(1, (chunks - 1).bit_length()):
+        # The next level pairs this one's blocks; an odd last block is never a whole bucket.
+        below = blocks[-1]
+        pairs = below.shape[2] // 2
+        first, second = below[:, :, 0 : 2 * pairs : 2], below[:, :, 1 : 2 * pairs : 2]
+        if all_ends is not None:
+            first_end, second_end = all_ends[-1][:, :, 0 : 2 * pairs : 2], all_ends[-1][:, :, 1 : 2 * pairs : 2]
             first = first * torch.exp(second_end - first_end)[..., None, None]
-        blocks, ends = first + second, second_end
-    return torch.stack(states, 3), torch.stack(present, 1), torch.stack(bucket_ends, 3)
+            all_ends.append(second_end)
+        blocks.append(first + second)
+    return FenwickTree(blocks, all_ends)
 
 
 def causal_parts(
@@ -137,19 +169,10 @@ def causal_parts(
     cumulative = None if log_gates is None else F.pad(log_gates.float(), (0, pad)).cumsum(-1)
 
     out = parts.intra(phi_q, phi_k, v, level_weights[..., :in_chunk_levels].contiguous(), cumulative, chunk_size)
-    chunks = (n + pad) // chunk_size
-    if chunks > 1:
-        states, present, ends = level_states(phi_k, v, cumulative, chunk_size)
-        levels = states.shape[3]
-        batch, heads = phi_q.shape[:2]
-        scale = level_weights[..., in_chunk_levels : in_chunk_levels + levels].view(batch, heads, chunks, chunk_size, levels)
-        scale = scale * present.view(1, 1, chunks, 1, levels)
-        if cumulative is not None:
-            gates = cumulative.view(batch, heads, chunks, chunk_size, 1)
-            # Gates are <= 0, so G_t <= G_end for every present bucket; the clamp only keeps absent
-            # buckets (scale already 0, end taken from an unrelated block) from overflowing to inf.
-            scale = scale * torch.exp((gates - ends[:, :, :, None, :]).clamp_max(0))
-        out = out + parts.inter(phi_q, states, scale.view(batch, heads, n + pad, levels))
+    if n + pad > chunk_size:
+        tree = fenwick_tree(phi_k, v, cumulative, chunk_size)
+        between = level_weights[..., in_chunk_levels : in_chunk_levels + len(tree.blocks)]
+        out = out + parts.inter(phi_q, tree, between, cumulative, chunk_size)
     return out[:, :, :n]
 
 

@@ -18,7 +18,7 @@ import triton
 import triton.language as tl
 
 from methods._featuremap.common import DENOMINATOR_EPS
-from methods.loglinear.chunk import ChunkParts, loglinear_attention_chunk
+from methods.loglinear.chunk import ChunkParts, FenwickTree, loglinear_attention_chunk
 
 
 def _block(size: int) -> int:
@@ -229,8 +229,33 @@ def triton_intra(phi_q, phi_k, v, level_weights, cumulative_gates, chunk_size):
     return torch.cat([num, den[..., None]], -1)
 
 
-def triton_inter(phi_q, states, scale):
-    """``chunk.torch_inter`` as a Triton kernel; the last state column (the key sums) goes apart."""
+def per_chunk_levels(
+    tree: FenwickTree, level_weights: torch.Tensor, cumulative_gates: torch.Tensor | None, chunk_size: int
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Each chunk's bucket state per chunk level (B,H,chunks,J,F,E+1), zero where absent, and the
+    per-query scale (B,H,N,J): lambda_t[level] * exp(G_t - G_end of the bucket), zero where absent."""
+    batch, heads, n = level_weights.shape[:3]
+    chunks = n // chunk_size
+    index = torch.arange(chunks, device=level_weights.device)
+    states, scales = [], []
+    for j, blocks in enumerate(tree.blocks):
+        # Chunk i's block at level j is i >> j; when odd, its bucket is the block just before.
+        present = ((index >> j) & 1).bool()
+        before = ((index >> j) - 1).clamp_min(0)
+        states.append(blocks[:, :, before] * present.view(-1, 1, 1))
+        scale = level_weights[..., j].view(batch, heads, chunks, chunk_size) * present.view(-1, 1)
+        if cumulative_gates is not None:
+            gates = cumulative_gates.view(batch, heads, chunks, chunk_size)
+            # Gates are <= 0, so G_t <= G_end for a present bucket; the clamp only keeps absent
+            # ones (scale already 0, end of an unrelated block) from overflowing.
+            scale = scale * torch.exp((gates - tree.ends[j][:, :, before, None]).clamp_max(0))
+        scales.append(scale.view(batch, heads, n))
+    return torch.stack(states, 3), torch.stack(scales, -1)
+
+
+def triton_inter(phi_q, tree, level_weights, cumulative_gates, chunk_size):
+    """``chunk.torch_inter`` as a Triton kernel over per-chunk gathered states; the key sums go apart."""
+    states, scale = per_chunk_levels(tree, level_weights, cumulative_gates, chunk_size)
     num, den = _Inter.apply(phi_q.contiguous(), states[..., :-1].contiguous(), states[..., -1].contiguous(), scale.contiguous())
     return torch.cat([num, den[..., None]], -1)
 
