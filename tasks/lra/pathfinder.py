@@ -96,6 +96,24 @@ def _squared_distance(points: np.ndarray, starts: np.ndarray, ends: np.ndarray) 
     return ey * ey + ex * ex
 
 
+def _cross(u: np.ndarray, v: np.ndarray) -> np.ndarray:
+    return u[..., 0] * v[..., 1] - u[..., 1] * v[..., 0]
+
+
+def _segment_distance2(a0: np.ndarray, a1: np.ndarray, b0: np.ndarray, b1: np.ndarray) -> np.ndarray:
+    """Exact squared distances (K, M) between segments a0[k]->a1[k] and b0[m]->b1[m]: zero where
+    they cross, else the nearest of the four endpoint-to-segment distances."""
+    ends = np.minimum(_squared_distance(a0, b0, b1), _squared_distance(a1, b0, b1))
+    ends = np.minimum(ends, np.minimum(_squared_distance(b0, a0, a1), _squared_distance(b1, a0, a1)).T)
+    da, db = (a1 - a0)[:, None], (b1 - b0)[None]
+    side_b0 = _cross(da, b0[None] - a0[:, None])
+    side_b1 = _cross(da, b1[None] - a0[:, None])
+    side_a0 = _cross(db, a0[:, None] - b0[None])
+    side_a1 = _cross(db, a1[:, None] - b0[None])
+    crossing = (side_b0 * side_b1 < 0) & (side_a0 * side_a1 < 0)
+    return np.where(crossing, 0.0, ends)
+
+
 def _unit(angle: np.ndarray | float) -> np.ndarray:
     """Unit vectors (..., 2) in (y, x) order, like image rows and columns."""
     return np.stack([np.sin(angle), np.cos(angle)], axis=-1)
@@ -117,9 +135,6 @@ class _Scene:
         # weighted cos^2 (the weight vanishes at the limits, so they are left out).
         self.turns = np.linspace(-limit, limit, 19)[1:-1]
         self.turn_weights = np.cos(self.turns * geometry.continuity) ** 2
-        # Points checked along a new piece: spaced a third of the clearance apart.
-        self.seed_along = self._samples(geometry.paddle_length + margin)
-        self.extend_along = self._samples(geometry.paddle_length + 2 * margin)
         self.starts = np.empty((capacity, 2))  # obstacle segments, the first ``count`` in use
         self.ends = np.empty((capacity, 2))
         self.owner = np.empty(capacity, dtype=int)
@@ -127,10 +142,6 @@ class _Scene:
         self.paths: list[list[np.ndarray]] = []  # polyline points per path, ending at a pivot
         self.headings: list[float] = []
         self.newest: list[np.ndarray] = []  # obstacle indices of each path's newest paddle and half gap
-
-    def _samples(self, length: float) -> np.ndarray:
-        n = int(np.ceil(3 * length / self.clearance))
-        return np.arange(1, n + 1) * (length / n)
 
     def _add(self, points: np.ndarray, path: int) -> np.ndarray:
         new = np.arange(self.count, self.count + len(points) - 1)
@@ -140,29 +151,28 @@ class _Scene:
         self.count += len(new)
         return new
 
-    def _clear(self, origin: np.ndarray, units: np.ndarray, along: np.ndarray, path: int | None) -> np.ndarray:
-        """Which straight pieces from ``origin`` along ``units`` (K, 2), sampled at ``along``, stay
-        inside the border and clear of every obstacle but ``path``'s newest paddle and half gap
-        (which they continue). The origin is not checked: it is where the path already is."""
-        points = origin + along[None, :, None] * units[:, None, :]  # (K, S, 2)
+    def _clear(self, origin: np.ndarray, units: np.ndarray, length: float, path: int | None) -> np.ndarray:
+        """Which straight pieces from ``origin`` along ``units`` (K, 2), ``length`` long, stay
+        inside the border and at least the clearance away from every obstacle but ``path``'s
+        newest paddle and half gap (which they continue)."""
+        ends = origin + length * units  # (K, 2)
         lo, hi = self.g.padding, self.g.size - 1 - self.g.padding
-        inside = ((points >= lo) & (points <= hi)).all(axis=(1, 2))
-        starts, ends = self.starts[: self.count], self.ends[: self.count]
+        inside = ((ends >= lo) & (ends <= hi)).all(-1) & ((origin >= lo) & (origin <= hi)).all()
+        starts_o, ends_o = self.starts[: self.count], self.ends[: self.count]
         # Only obstacles within reach of the pieces matter: a cheap test against one disk first.
-        keep = _squared_distance(origin, starts, ends) < (along[-1] + self.clearance) ** 2
+        keep = _squared_distance(origin, starts_o, ends_o) < (length + self.clearance) ** 2
         if path is not None:
             keep[self.newest[path]] = False
         if not keep.any():
             return inside
-        distance2 = _squared_distance(points, starts[keep], ends[keep])
-        return inside & (distance2.min(axis=(1, 2)) >= self.clearance**2)
+        origins = np.broadcast_to(origin, ends.shape)
+        distance2 = _segment_distance2(origins, ends, starts_o[keep], ends_o[keep])
+        return inside & (distance2.min(axis=1) >= self.clearance**2)
 
     def seed(self, start: np.ndarray, heading: float) -> bool:
         """Start a new path with one paddle at ``start``; False when it does not fit."""
         unit = _unit(heading)
-        if self.count and _squared_distance(start, self.starts[: self.count], self.ends[: self.count]).min() < self.clearance**2:
-            return False
-        if not self._clear(start, unit[None], self.seed_along, None)[0]:
+        if not self._clear(start, unit[None], self.g.paddle_length + self.margin, None)[0]:
             return False
         end = start + self.g.paddle_length * unit
         pivot = end + self.margin * unit
@@ -179,7 +189,7 @@ class _Scene:
         headings = self.headings[path] + self.turns
         units = _unit(headings)
         pivot = self.paths[path][-1]
-        weights = self.turn_weights * self._clear(pivot, units, self.extend_along, path)
+        weights = self.turn_weights * self._clear(pivot, units, self.g.paddle_length + 2 * self.margin, path)
         total = weights.sum()
         if total == 0:
             return False
