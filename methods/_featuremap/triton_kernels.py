@@ -14,7 +14,8 @@ The sequence is cut into chunks of BT rows. Three kernels, each used twice (forw
 Sums, states and denominators are float32. Every product is a ``tl.dot`` of operands rounded to
 OPERAND_DTYPE, multiplied as DOT_DTYPE with DOT_PRECISION, accumulated in float32 (``triton.py``
 chooses them). Every tile is masked, so F, E and N need not be
-multiples of the block sizes; padded rows and columns load as zeros and add nothing.
+multiples of the block sizes; padded rows and columns load as zeros and add nothing. N is not
+specialised on (its divisibility only matters through F and E), to compile fewer variants.
 """
 
 from __future__ import annotations
@@ -44,7 +45,7 @@ def _causal_mask(scores, BT: tl.constexpr, REVERSE: tl.constexpr):
     return tl.where(keep, scores, 0.0)
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["N", "NUM_CHUNKS"])
 def chunk_states_kernel(
     key_ptr,  # (BH, N, F)
     value_ptr,  # (BH, N, E)
@@ -108,7 +109,7 @@ def chunk_states_kernel(
         tl.store(key_sum_ptr + offs_f, key_sum, mask=mask_key_sum)
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["N"])
 def attend_over_features_kernel(
     query_ptr,  # (BH, N, F)
     key_ptr,  # (BH, N, F)
@@ -180,7 +181,7 @@ def attend_over_features_kernel(
     )
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["N"])
 def attend_over_values_kernel(
     a_ptr,  # (BH, N, E)
     b_ptr,  # (BH, N, E)
