@@ -24,7 +24,7 @@ from tasks.genomics.nucleotides import decode, encode
 def synthetic_config(**overrides) -> dict:
     config = {"name": "genomics", "source": "generate", "seq_len": 256, "num_train": 80, "num_val": 10,
               "num_test": 40, "data_seed": 0, "num_motif_pairs": 3, "motif_len": 6, "region_fraction": 0.25,
-              "markov_order": 2, "n_rate": 0.01}
+              "markov_order": 2, "n_rate": 0.01, "mismatched_share": 0.5}
     return {**config, **overrides}
 
 
@@ -44,7 +44,7 @@ def test_synthetic_labels_are_decided_by_the_planted_motifs(tmp_path):
     info = data.info
     motifs_a, motifs_b, region = info.extra["motifs_a"], info.extra["motifs_b"], info.extra["region_length"]
     assert region == 64 and len(motifs_a) == len(motifs_b) == 3
-    kinds = set()
+    kinds, shortcut_hits, total = set(), 0, 0
     for split in (data.train, data.val, data.test):
         for index in range(len(split)):
             item = split[index]
@@ -57,9 +57,14 @@ def test_synthetic_labels_are_decided_by_the_planted_motifs(tmp_path):
             assert len(found_a) <= 1 and len(found_b) <= 1
             assert all(p + 6 <= region for _, p in found_a) and all(p >= 256 - region for _, p in found_b)
             a, b = (found_a[0][0] if found_a else None), (found_b[0][0] if found_b else None)
+            shortcut_hits += int(None not in (a, b)) == int(item["label"])
+            total += 1
             kinds.add("positive" if a is not None and a == b else "mismatched" if None not in (a, b)
                       else "a only" if a is not None else "b only" if b is not None else "neither")
     assert kinds == {"positive", "mismatched", "a only", "b only", "neither"}
+    # "some A first and some B last" without pairing: right on all but the mismatched negatives
+    assert info.extra["presence_shortcut_accuracy"] == 0.75
+    assert abs(shortcut_hits / total - 0.75) < 0.02
 
 
 def test_synthetic_classes_are_balanced_and_seeds_decide(tmp_path):
