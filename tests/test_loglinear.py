@@ -18,9 +18,10 @@ from methods.loglinear.naive import causal_weights
 from tests.utils import assert_close
 
 BATCH, HEADS = 2, 3
-# Stated tolerances: float32 paths agree to rounding; bfloat16 inputs carry ~3 significant digits.
+# Stated tolerances: float32 paths agree to rounding (observed ~1e-6); bfloat16 inputs carry ~3
+# significant digits (observed up to 8e-3 against the float32 reference of the unrounded inputs).
 FP32_TOL = 1e-4
-BF16_TOL = 3e-2
+BF16_TOL = 2e-2
 
 
 def build(impl: str, head_dim: int, decay: bool = True, chunk_size: int = 16, seed: int = 0, **options) -> methods.AttentionMethod:

@@ -75,8 +75,10 @@ class LogLinearAttention(AttentionMethod):
             self.gate_bias = nn.Parameter(torch.full((projections,), GATE_BIAS_INIT))
 
     # -- the learned pieces, computed in float32 for every implementation -----------------------
-    def feature_map(self, x: torch.Tensor) -> torch.Tensor:
-        """phi(x) in float32, the same map for queries and keys."""
+    def feature_map(self, x: torch.Tensor, kind: str) -> torch.Tensor:
+        """phi(x) in float32 for ``kind`` "query" or "key" (the same map), as the kernelized methods."""
+        if kind not in ("query", "key"):
+            raise MethodError(f"loglinear: feature kind must be 'query' or 'key', got {kind!r}")
         return FEATURE_MAPS[self.feature_map_name](x.float())
 
     def _per_head(self, parameter: torch.Tensor, heads: int) -> torch.Tensor:
@@ -103,8 +105,8 @@ class LogLinearAttention(AttentionMethod):
     def _features(self, q: torch.Tensor, k: torch.Tensor) -> dict[str, torch.Tensor | None]:
         check_length(q.shape[2], self.num_levels)
         return {
-            "phi_q": self.feature_map(q),
-            "phi_k": self.feature_map(k),
+            "phi_q": self.feature_map(q, "query"),
+            "phi_k": self.feature_map(k, "key"),
             "level_weights": self.level_weights(q),
             "log_gates": self.log_gates(k),
         }
@@ -140,8 +142,8 @@ class LogLinearAttention(AttentionMethod):
         q, k = q_t.unsqueeze(2), k_t.unsqueeze(2)
         gates = self.log_gates(k)
         out, state = recurrent.step_features(
-            self.feature_map(q_t),
-            self.feature_map(k_t),
+            self.feature_map(q_t, "query"),
+            self.feature_map(k_t, "key"),
             v_t,
             self.level_weights(q).squeeze(2),
             None if gates is None else gates.squeeze(2),
