@@ -10,24 +10,21 @@ import statistics
 import time
 from collections.abc import Mapping
 from contextlib import nullcontext
-from dataclasses import dataclass, field
+from pathlib import Path
 
 import torch
 from torch.utils.data import DataLoader
 from tqdm.auto import tqdm
 
-from suite.data import IGNORE_LABEL, collate, real_tokens
-from suite.model import build_model, token_loss
+import tasks
+from suite.data import IGNORE_LABEL, capped, collate, real_tokens
+from suite.errors import ConfigError
+from suite.metrics import TRAIN_METRICS, format_value
+from suite.model import build_model, check_model_config, token_loss
+from suite.run import JobResult, Outcome
 from tasks.base import TaskData
 
-
-@dataclass
-class Outcome:
-    """What a run produced: its status, an error text when not ok, and its metrics."""
-
-    status: str = "ok"
-    error: str | None = None
-    metrics: dict = field(default_factory=dict)
+SPLIT_LIMITS = ("num_train", "num_val", "num_test")
 
 
 def lr_factor(step: int, warmup: int, total: int) -> float:
@@ -128,7 +125,8 @@ def train(config: Mapping, data: TaskData, device: torch.device) -> Outcome:
                 outcome.metrics.update(diverged_step=step + 1, last_finite_loss=last_finite_loss)
                 break
             loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), budget["grad_clip"])
+            if budget["grad_clip"] is not None:  # null: no clipping, as most LRA configs
+                torch.nn.utils.clip_grad_norm_(model.parameters(), budget["grad_clip"])
             optimizer.step()
             scheduler.step()
             optimizer.zero_grad(set_to_none=True)
@@ -177,3 +175,78 @@ def train(config: Mapping, data: TaskData, device: torch.device) -> Outcome:
         train_wall_time_s=time.perf_counter() - started,
     )
     return outcome
+
+
+def check_budget(budget: Mapping) -> None:
+    """One clear line for a budget no run can have."""
+    for key in ("max_steps", "batch_size", "eval_every"):
+        if not isinstance(budget[key], int) or budget[key] <= 0:
+            raise ConfigError(f"budget.{key} must be a positive integer, got {budget[key]!r}")
+    for key in ("eval_batches", *SPLIT_LIMITS):
+        value = budget[key]
+        if value is not None and (not isinstance(value, int) or value <= 0):
+            raise ConfigError(f"budget.{key} must be a positive integer or null, got {value!r}")
+    if budget["warmup_steps"] < 0 or budget["lr"] <= 0:
+        raise ConfigError(f"budget.lr must be > 0 and budget.warmup_steps >= 0, got "
+                          f"{budget['lr']!r} and {budget['warmup_steps']!r}")
+
+
+def task_config(config: Mapping) -> dict:
+    """The task group with the budget's split sizes written over the task's own (when set)."""
+    merged = dict(config["task"])
+    for key in SPLIT_LIMITS:
+        if config["budget"][key] is not None:
+            merged[key] = config["budget"][key]
+    return merged
+
+
+def load_data(config: Mapping) -> TaskData:
+    """The task's splits, capped to the budget's sizes."""
+    import datasets
+
+    datasets.disable_progress_bars()  # the run's own bar is the one to watch
+    load_task = tasks.loader(config["task"]["name"])
+    tcfg = task_config(config)
+    data = load_task(tcfg, Path(config["data_dir"]).expanduser())
+    data.train, data.val, data.test = (
+        capped(split, tcfg.get(key)) for split, key in zip((data.train, data.val, data.test), SPLIT_LIMITS)
+    )
+    return data
+
+
+def job(config: Mapping, device: torch.device) -> JobResult:
+    """mode=train: train on the task, test at the best validation step."""
+    tasks.loader(config["task"]["name"])  # unknown task: fail before any work
+    check_budget(config["budget"])
+    check_model_config(config["model"], config["task"]["seq_len"])
+    data = load_data(config)
+    try:
+        outcome = train(config, data, device)
+    except torch.cuda.OutOfMemoryError as exc:
+        outcome = Outcome(status="oom", error=str(exc).splitlines()[0])
+    except MemoryError:
+        outcome = Outcome(status="oom", error="out of host memory")
+    info = data.info
+    task = {"name": info.name, "family": info.family, "seq_len": info.seq_len,
+            "vocab_size": info.vocab_size, "num_classes": info.num_classes, "target": info.target,
+            "metric": info.metric, "num_train": len(data.train), "num_val": len(data.val),
+            "num_test": len(data.test), **info.extra}
+    return JobResult(kind="train", outcome=outcome, task=task)
+
+
+def summary(record: Mapping) -> str:
+    """The closing table: accuracy beside the task's baseline, then speed and memory."""
+    m = record["metrics"]
+    head = (f"{record['method']['name']} on {record['task']['name']} "
+            f"({record['config']['budget']['name']} budget, {record['env']['device']}): {record['status']}")
+    rows = []
+    for metric in TRAIN_METRICS:
+        value = format_value(metric, m.get(metric.name))
+        if metric.name == "baseline_accuracy":
+            value += f" ({m.get('baseline_name', 'baseline')})"
+        rows.append((metric.label, value))
+    width = max(len(label) for label, _ in rows)
+    lines = [head, "-" * len(head)] + [f"{label:<{width}}  {value}" for label, value in rows]
+    if record["error"]:
+        lines.append(f"{'error':<{width}}  {record['error']}")
+    return "\n".join(lines)

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+import methods
+import tasks
 from suite import records
 from suite.errors import ConfigError
 from suite.run import run
@@ -21,6 +23,12 @@ def cli(*args: str, data_dir: Path, cwd: Path) -> subprocess.CompletedProcess:
     env = {**os.environ, "SUITE_DATA_DIR": str(data_dir), "SUITE_HYDRA_DIR": str(cwd / "hydra")}
     return subprocess.run([sys.executable, "-m", "suite", *args], cwd=cwd, env=env,
                           capture_output=True, text=True, timeout=300)
+
+
+def test_every_registered_method_and_task_has_a_config_and_back():
+    conf = REPO / "conf"
+    assert sorted(p.stem for p in (conf / "method").glob("*.yaml")) == sorted(methods.available())
+    assert sorted(p.stem for p in (conf / "task").glob("*.yaml")) == sorted(tasks.available())
 
 
 def test_smoke_run_writes_exactly_one_complete_record(tmp_path, data_dir):
@@ -43,7 +51,7 @@ def test_smoke_run_writes_exactly_one_complete_record(tmp_path, data_dir):
 
 
 @pytest.mark.parametrize("args, named", [
-    (("method=nope", "task=listops"), "valid methods: softmax"),
+    (("method=nope", "task=listops"), "valid methods: "),
     (("method=softmax", "task=nope"), "valid tasks: "),
     (("budget=huge",), "valid budgets: paper, small, smoke"),
     (("mode=nope",), "valid modes: train"),
@@ -55,6 +63,8 @@ def test_unknown_choice_is_one_line_exit_2_and_touches_nothing(tmp_path, data_di
     done = cli(*args, f"results_dir={results}", data_dir=data_dir, cwd=tmp_path)
     assert done.returncode == 2
     assert named in done.stderr and "Traceback" not in done.stderr
+    if args[0] == "method=nope":
+        assert all(name in done.stderr for name in methods.available())
     assert len(done.stderr.strip().splitlines()) == 1
     assert [p.name for p in results.iterdir()] == ["keep.json"]
 
