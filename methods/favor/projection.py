@@ -15,11 +15,10 @@ def draw_generator(seed: int, draw_index: int) -> torch.Generator:
 def orthogonal_gaussian_projection(num_features: int, dim: int, generator: torch.Generator) -> torch.Tensor:
     """(num_features, dim) rows, orthogonal within each block of ``dim`` rows, each row marginally
     N(0, I): a Haar-random direction times an independent chi(dim) norm (Choromanski et al. 2021)."""
-    blocks = []
-    for _ in range(-(-num_features // dim)):
-        q, r = torch.linalg.qr(torch.randn(dim, dim, generator=generator))
-        # Fixing the signs by diag(r) makes q Haar-distributed, so every row is a uniform direction.
-        blocks.append((q * torch.sign(torch.diagonal(r))).T)
-    directions = torch.cat(blocks)[:num_features]
+    blocks = -(-num_features // dim)
+    q, r = torch.linalg.qr(torch.randn(blocks, dim, dim, generator=generator))
+    # Fixing the signs by diag(r) makes q Haar-distributed, so every row is a uniform direction.
+    q = q * torch.sign(torch.diagonal(r, dim1=-2, dim2=-1)).unsqueeze(-2)
+    directions = q.transpose(-1, -2).reshape(blocks * dim, dim)[:num_features]
     norms = torch.randn(num_features, dim, generator=generator).norm(dim=-1, keepdim=True)
     return directions * norms
