@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import math
-
 import torch
 import torch.nn.functional as F
 
 from methods.base import AttentionMethod, MethodError
 from methods.registry import register
+from methods.softmax.cache import append, check_cache, held, new_cache
 from methods.softmax.naive import softmax_attention
 
 
@@ -30,17 +29,22 @@ class SoftmaxAttention(AttentionMethod):
         # PyTorch picks its own backend (flash, cuDNN, memory-efficient or math) for the device.
         return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
 
-    # The KV cache: every past key and value, read in full at each step.
+    # -- the recurrent form: a KV cache (cache.py), every past key and value read at each step --
     def init_state(self, batch, heads, head_dim, value_dim, device=None, dtype=None):
+        """An empty KV cache in ``dtype`` (float32 by default); it grows by doubling as steps fill it."""
+        if head_dim != self.head_dim:
+            raise MethodError(f"softmax: built for head_dim={self.head_dim}, init_state got {head_dim}")
         empty = dict(device=device, dtype=dtype or torch.float32)
-        return {
-            "k": torch.zeros(batch, heads, 0, head_dim, **empty),
-            "v": torch.zeros(batch, heads, 0, value_dim, **empty),
-        }
+        return new_cache(torch.zeros(batch, heads, 0, head_dim, **empty), torch.zeros(batch, heads, 0, value_dim, **empty))
 
     def step(self, q_t, k_t, v_t, state):
-        keys = torch.cat([state["k"], k_t.unsqueeze(2).to(state["k"].dtype)], dim=2)
-        values = torch.cat([state["v"], v_t.unsqueeze(2).to(state["v"].dtype)], dim=2)
-        scores = torch.einsum("bhd,bhmd->bhm", q_t.float(), keys.float()) / math.sqrt(q_t.shape[-1])
-        o_t = torch.einsum("bhm,bhme->bhe", scores.softmax(-1), values.float()).to(q_t.dtype)
-        return o_t, {"k": keys, "v": values}
+        """Write (k_t, v_t) into the cache, then attend with q_t over all it holds: (o_t (B,H,E), cache)."""
+        check_cache(state, q_t, v_t)
+        state = append(state, k_t, v_t)
+        keys, values = held(state)
+        if self.resolve_impl(q_t.device) == "naive":
+            o_t = softmax_attention(q_t.unsqueeze(2), keys, values)
+        else:
+            q = q_t.unsqueeze(2).to(keys.dtype)
+            o_t = F.scaled_dot_product_attention(q, keys, values)
+        return o_t.squeeze(2).to(q_t.dtype), state
