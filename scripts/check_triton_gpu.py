@@ -11,8 +11,9 @@ compared: output, input gradients and parameter gradients. Then the shared core
 reach its low-precision products (the methods hand it float32 features).
 
 Errors are max |fast - ref| / max |ref| (tests/utils.py). Tolerances: float32 1e-3 (products are
-exact float32; what is left is summation order over up to 4096 terms); bfloat16 3e-2 (8 mantissa
-bits, 3.9e-3 per rounding, a few roundings in a row); float16 1e-2 (11 bits; TF32 products).
+exact float32; what is left is summation order over up to 4096 terms); bfloat16 5e-2 (8 mantissa
+bits, 3.9e-3 per rounding, a few roundings in a row, amplified in the gradients by v_j - o_i where
+few keys are seen; as in tests/test_featuremap_triton.py); float16 1e-2 (11 bits; TF32 products).
 Exits 1 if any case fails or errors, 0 otherwise, and 0 with a message when there is no CUDA.
 Needs only torch, triton and numpy.
 """
@@ -29,7 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import torch  # noqa: E402
 
-TOLERANCE = {torch.float32: 1e-3, torch.bfloat16: 3e-2, torch.float16: 1e-2}
+TOLERANCE = {torch.float32: 1e-3, torch.bfloat16: 5e-2, torch.float16: 1e-2}
 DTYPE_NAMES = {torch.float32: "fp32", torch.bfloat16: "bf16", torch.float16: "fp16"}
 # (batch, heads, N, D): an awkward length, then the longest, at both head sizes.
 METHOD_SHAPES = [(2, 4, 1000, 64), (1, 2, 4096, 64), (1, 2, 4096, 128)]

@@ -34,11 +34,19 @@ if INTERPRET and not isinstance(triton_kernels.chunk_states_kernel, InterpretedF
 
 BLOCK = 16
 # float32 products are exact (no TF32). bfloat16 keeps 8 mantissa bits (2^-8 = 3.9e-3 per
-# rounding); inputs, scores, states, g = do/den and the outputs are each rounded once.
-TOLERANCE = {torch.float32: 1e-4, torch.bfloat16: 3e-2, torch.float16: 1e-2}
-# An eps comparable to the scores keeps the N = 1 gradients well-conditioned (with eps -> 0 they
-# vanish and only rounding is left) and makes eps's share of the backward visible.
-EPS = 0.5
+# rounding): inputs, scores, states, g = do/den, do and o are each rounded once, and the gradients
+# of phi carry v_j - o_i, a difference that amplifies those roundings where few keys are seen
+# (worst over the slow full grid: 4.1e-2 at N = 1, F = 24).
+TOLERANCE = {torch.float32: 1e-4, torch.bfloat16: 5e-2, torch.float16: 1e-2}
+
+
+def expected_score(f: int) -> float:
+    """E[phi_q . phi_k] for features uniform in [0, 1): the eps the tests use. An eps comparable to
+    one score keeps the N = 1 gradients well-conditioned (as eps -> 0 they vanish, o_i -> v_i, and
+    only rounding is left) and makes eps's share of the backward visible."""
+    return 0.25 * f
+
+
 # (N, F, E): every length, feature and value size of the full grid (marked slow) appears once.
 SHAPES = [(1, 8, 4), (5, 12, 8), (16, 24, 12), (33, 24, 20)]
 FULL_GRID = list(itertools.product((1, 5, 16, 33), (8, 12, 24), (4, 8, 12, 20)))
@@ -55,8 +63,9 @@ def make_inputs(n: int, f: int, e: int, dtype: torch.dtype, seed: int = 0):
     return leaves, grad_out.to(DEVICE)
 
 
-def check_against_naive(n, f, e, dtype, causal, eps=EPS, block_size=BLOCK, layout=None) -> None:
+def check_against_naive(n, f, e, dtype, causal, eps=None, block_size=BLOCK, layout=None) -> None:
     (phi_q, phi_k, v), grad_out = make_inputs(n, f, e, dtype)
+    eps = expected_score(f) if eps is None else eps
     ref = feature_attention(phi_q, phi_k, v, causal=causal, eps=eps)
     ref_grads = torch.autograd.grad(ref, (phi_q, phi_k, v), grad_out)
     inputs = (phi_q, phi_k, v) if layout is None else tuple(layout(t) for t in (phi_q, phi_k, v))
@@ -129,5 +138,11 @@ def test_clear_errors(change, message):
     phi = torch.rand(1, 1, 5, 8, dtype=change.get("dtype", torch.float32), device=DEVICE)
     v = torch.randn(1, 1, change.get("value_length", 5), 4, dtype=phi.dtype, device=DEVICE)
     with pytest.raises(MethodError) as info:
-        feature_attention_triton(phi, phi, v, eps=change.get("eps", EPS), block_size=change.get("block_size", BLOCK))
+        feature_attention_triton(phi, phi, v, eps=change.get("eps", 1.0), block_size=change.get("block_size", BLOCK))
     assert message in str(info.value)
+
+
+def test_too_many_batch_heads_is_a_clear_error():
+    phi = torch.rand(256, 257, 1, 1, device=DEVICE)
+    with pytest.raises(MethodError, match="batch \\* heads = 65792 exceeds 65535"):
+        feature_attention_triton(phi, phi, phi)

@@ -24,6 +24,8 @@ from methods._featuremap import triton_kernels as kernels
 SUPPORTED_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 # tl.dot needs every side of a tile to be at least 16 on the GPU.
 MIN_BLOCK = 16
+# batch * heads is the third grid axis, which CUDA caps at 2^16 - 1 programs.
+MAX_BATCH_HEADS = 65535
 
 
 def feature_attention_triton(
@@ -74,7 +76,12 @@ def _check_inputs(phi_q: torch.Tensor, phi_k: torch.Tensor, v: torch.Tensor, eps
                 f"feature attention: eps of shape {tuple(eps.shape)} does not broadcast to (B, H, N) = "
                 f"{tuple(rows)}; pass a number or a tensor that does"
             )
-    if block_size < MIN_BLOCK or block_size & (block_size - 1):
+    if phi_q.shape[0] * phi_q.shape[1] > MAX_BATCH_HEADS:
+        raise MethodError(
+            f"feature attention (triton): batch * heads = {phi_q.shape[0] * phi_q.shape[1]} exceeds "
+            f"{MAX_BATCH_HEADS}, the most one CUDA grid axis takes; split the batch"
+        )
+    if not isinstance(block_size, int) or block_size < MIN_BLOCK or block_size & (block_size - 1):
         raise MethodError(f"feature attention (triton): block_size must be a power of two >= {MIN_BLOCK}, got {block_size}")
     reason = triton_unusable_reason(phi_q.device)
     if reason:

@@ -13,9 +13,10 @@ The sequence is cut into chunks of BT rows. Three kernels, each used twice (forw
 
 Sums, states and denominators are float32. Every product is a ``tl.dot`` of operands rounded to
 OPERAND_DTYPE, multiplied as DOT_DTYPE with DOT_PRECISION, accumulated in float32 (``triton.py``
-chooses them). Every tile is masked, so F, E and N need not be
-multiples of the block sizes; padded rows and columns load as zeros and add nothing. N is not
-specialised on (its divisibility only matters through F and E), to compile fewer variants.
+chooses them). Every tile is masked, so F, E and N need not be multiples of the block sizes:
+padded rows and columns load as zeros and add nothing. Grids are (chunks or F tiles, E or F tiles,
+batch * heads). N is not specialised on (its divisibility matters only through F and E), so fewer
+variants compile.
 """
 
 from __future__ import annotations
