@@ -11,7 +11,9 @@ import sys
 from pathlib import Path
 
 CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
-CHECKED_GROUPS = ("method", "task", "budget", "model", "mode")
+CHECKED_GROUPS = ("method", "task", "budget", "model", "mode", "logger", "experiment", "hydra/launcher")
+# Hydra's own launchers need no extra; ours (conf/hydra/launcher/) need their plugin installed.
+BUILTIN_LAUNCHERS = ("basic",)
 EXIT_USER_ERROR = 2
 
 
@@ -23,16 +25,35 @@ def group_choices(group: str) -> list[str]:
 def check_group_choices(argv: list[str]) -> str | None:
     """A one-line message for the first unknown group choice on the command line, else None."""
     for arg in argv:
-        match = re.fullmatch(r"\+{0,2}(\w+)=(.*)", arg)
+        match = re.fullmatch(r"\+{0,2}([\w/]+)=(.*)", arg)
         if not match or match.group(1) not in CHECKED_GROUPS:
             continue
         group, value = match.groups()
         if not re.fullmatch(r"[\w.-]+(,[\w.-]+)*", value):  # sweep syntax such as glob(): Hydra's call
             continue
         valid = group_choices(group)
+        if group == "hydra/launcher":
+            valid = sorted([*valid, *BUILTIN_LAUNCHERS])
         for choice in value.split(","):
             if choice not in valid:
                 return f"unknown {group} {choice!r}; valid {group}s: {', '.join(valid)}"
+            if group == "hydra/launcher" and choice not in BUILTIN_LAUNCHERS:
+                missing = missing_launcher_plugin(choice)
+                if missing:
+                    return missing
+    return None
+
+
+def missing_launcher_plugin(launcher: str) -> str | None:
+    """A message when the plugin behind conf/hydra/launcher/<launcher>.yaml is not installed."""
+    import importlib.util
+
+    text = (CONF_DIR / "hydra" / "launcher" / f"{launcher}.yaml").read_text()
+    target = re.search(r"^_target_:\s*(\S+)", text, re.M).group(1)
+    package = ".".join(target.split(".")[:2])  # hydra_plugins.<plugin>
+    if importlib.util.find_spec(package) is None:
+        return (f"hydra/launcher={launcher} needs the {package.split('.')[1]} plugin: "
+                f"pip install -e '.[cluster]'")
     return None
 
 
@@ -55,12 +76,15 @@ def main() -> None:
         from suite.run import run
 
         config = OmegaConf.to_container(cfg, resolve=True)
+        sweeping = HydraConfig.get().mode == RunMode.MULTIRUN
         try:
             _, outcome = run(config)
         except USER_ERRORS as exc:
             print(f"error: {exc}", file=sys.stderr)
+            if sweeping:
+                return  # this job is refused; the sweep goes on
             sys.exit(EXIT_USER_ERROR)
-        if outcome.status != "ok" and HydraConfig.get().mode != RunMode.MULTIRUN:
+        if outcome.status not in ("ok", "skipped") and not sweeping:
             sys.exit(1)
 
     job()

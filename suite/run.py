@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import importlib
 import signal
+import sys
 import time
+import traceback
 from collections.abc import Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -19,12 +21,12 @@ from pathlib import Path
 import torch
 
 import methods
-from suite import env, records
-from suite.errors import ConfigError
+from suite import env, logger, records
+from suite.errors import USER_ERRORS, ConfigError
 
 DEVICES = ("auto", "cpu", "cuda")
 # mode -> module holding its ``job`` and ``summary``; imported on use.
-JOBS = {"train": "suite.train"}
+JOBS = {"train": "suite.train", "decode": "suite.decode", "kernel": "suite.kernel", "fidelity": "suite.fidelity"}
 
 
 @dataclass
@@ -75,32 +77,62 @@ def sigterm_as_interrupt():
         signal.signal(signal.SIGTERM, previous)
 
 
+def find_finished(results_dir: str | Path, config_hash: str) -> Path | None:
+    """A record with status ok and this config hash under ``results_dir``, if any (for resuming)."""
+    if not Path(results_dir).is_dir():
+        return None
+    for path, record in records.iter_records(results_dir):
+        if record["config_hash"] == config_hash and record["status"] == "ok":
+            return path
+    return None
+
+
 def run(config: Mapping) -> tuple[Path, Outcome]:
-    """Run one job of ``config`` (a resolved plain dict); return the record path and outcome."""
+    """Run one job of ``config`` (a resolved plain dict); return the record path and outcome.
+
+    A job whose config hash already has an ok record in ``results_dir`` is skipped (the path of
+    that record is returned) unless ``force`` is set. A job that fails is recorded with status
+    ``error`` rather than raised, so a sweep goes on; user mistakes are raised before any work.
+    """
     started = time.perf_counter()
-    module = job_module(config["mode"]["name"])
+    mode = config["mode"]["name"]
+    module = job_module(mode)
     methods.get(config["method"]["name"])  # unknown method: fail before any work
     device = resolve_device(config["device"])
+    config_hash = records.config_hash(config, device.type)
+    if not config.get("force", False):
+        done = find_finished(config["results_dir"], config_hash)
+        if done is not None:
+            print(f"skipped: an ok record of this run already exists: {done} (force=true reruns it)")
+            return done, Outcome(status="skipped")
     records.check_writable(config["results_dir"])
     torch.manual_seed(config["seed"])
 
-    with sigterm_as_interrupt():
-        result = module.job(config, device)
-    result.outcome.metrics["wall_time_s"] = time.perf_counter() - started
+    with sigterm_as_interrupt(), logger.opened(config) as log:
+        try:
+            result = module.job(config, device)
+        except USER_ERRORS:
+            raise
+        except Exception as exc:  # recorded, so the sweep goes on; the traceback goes to stderr
+            traceback.print_exc(file=sys.stderr)
+            result = JobResult(kind=mode, task={"name": config["task"]["name"]},
+                               outcome=Outcome(status="error", error=f"{type(exc).__name__}: {exc}"))
+        result.outcome.metrics["wall_time_s"] = time.perf_counter() - started
 
-    method = config["method"]
-    record = records.new_record(
-        result.kind,
-        config=config,
-        config_hash=records.config_hash(config, device.type),
-        method={"name": method["name"], "impl": method["impl"], "params": dict(method["options"])},
-        task=result.task,
-        metrics=result.outcome.metrics,
-        env=env.capture(device, config["seed"]),
-        status=result.outcome.status,
-        error=result.outcome.error,
-    )
-    path = records.write_record(record, config["results_dir"])
+        method = config["method"]
+        record = records.new_record(
+            result.kind,
+            config=config,
+            config_hash=config_hash,
+            method={"name": method["name"], "impl": method["impl"], "params": dict(method["options"])},
+            task=result.task,
+            metrics=result.outcome.metrics,
+            env=env.capture(device, config["seed"]),
+            status=result.outcome.status,
+            error=result.outcome.error,
+        )
+        path = records.write_record(record, config["results_dir"])
+        log.finish(record, path)
     print(module.summary(record), flush=True)
     print(f"record: {path}", flush=True)
     return path, result.outcome

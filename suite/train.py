@@ -17,6 +17,7 @@ from torch.utils.data import DataLoader
 from tqdm.auto import tqdm
 
 import tasks
+from suite import logger
 from suite.data import IGNORE_LABEL, capped, collate, real_tokens
 from suite.errors import ConfigError
 from suite.metrics import TRAIN_METRICS, format_value
@@ -139,10 +140,13 @@ def train(config: Mapping, data: TaskData, device: torch.device) -> Outcome:
             c, n = correct_and_count(logits.detach(), batch["label"])
             correct, scored = correct + c, scored + n
             bar.update(1)
+            logger.current().log({"train/loss": last_finite_loss, "train/accuracy": c / max(1, n),
+                                  "train/lr": scheduler.get_last_lr()[0]}, step=step)
             bar.set_postfix(loss=f"{last_finite_loss:.3f}", acc=f"{correct / max(1, scored):.3f}",
                             tok_s=f"{tokens / sum(step_times):,.0f}", refresh=False)
             if step % budget["eval_every"] == 0 or step == total_steps:
                 val = evaluate(model, eval_loader["val"], device, budget["eval_batches"])
+                logger.current().log({"val/accuracy": val}, step=step)
                 if val > best_val:
                     best_val, best_step = val, step
                     best_state = copy.deepcopy({k: v.detach().cpu() for k, v in model.state_dict().items()})
