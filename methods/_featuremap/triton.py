@@ -18,7 +18,6 @@ import triton.language as tl
 
 from methods.base import MethodError, triton_unusable_reason
 from methods._featuremap.common import DENOMINATOR_EPS
-# Kernels are read through the module so that reloading it (to switch TRITON_INTERPRET) takes effect.
 from methods._featuremap import triton_kernels as kernels
 
 SUPPORTED_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
