@@ -1,0 +1,55 @@
+"""Screenshots of the leaderboard site for the docs: the board and one plot, in headless Chromium.
+
+    python scripts/site_screenshots.py [--results results] [--board docs/site_board.png]
+                                       [--plot docs/site_plot.png] [--section pareto]
+
+Builds the site from --results into a temporary folder (site/_build is left alone), opens it from
+disk (file://) and saves the board's page and the first figure of --section. Needs chromium,
+chromium-driver and selenium (see suite/site/browser.py).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+from pathlib import Path
+
+from suite.site import build_site
+from suite.site.browser import BrowserMissing, chromium, console_errors
+
+
+def take(results: Path, board_png: Path, plot_png: Path, section: str) -> None:
+    with tempfile.TemporaryDirectory(prefix="suite-site-") as tmp:
+        out = build_site(results, Path(tmp) / "site").out_dir
+        with chromium(width=1400, height=900) as driver:
+            driver.get((out / "index.html").resolve().as_uri())
+            driver.save_screenshot(str(board_png))
+            driver.get((out / "plots.html").resolve().as_uri())
+            figures = driver.find_elements("css selector", f"section#{section} figure")
+            if not figures:
+                raise SystemExit(f"error: no figure in section {section!r} of the plots page")
+            driver.execute_script("arguments[0].scrollIntoView()", figures[0])
+            figures[0].screenshot(str(plot_png))
+            errors = console_errors(driver)
+            if errors:
+                raise SystemExit("error: the browser console reported: " + "; ".join(errors))
+    print(f"board: {board_png}\nplot: {plot_png}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description="Screenshots of the leaderboard site for the docs.")
+    parser.add_argument("--results", type=Path, default=Path("results"))
+    parser.add_argument("--board", type=Path, default=Path("docs/site_board.png"))
+    parser.add_argument("--plot", type=Path, default=Path("docs/site_plot.png"))
+    parser.add_argument("--section", default="pareto", choices=("pareto", "kernel", "fidelity", "decode"))
+    args = parser.parse_args()
+    try:
+        take(args.results, args.board, args.plot, args.section)
+    except BrowserMissing as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        sys.exit(2)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,56 @@
+"""``python -m suite.site [--results results] [--out site/_build] [--serve] [--port 8000]``.
+
+Builds the static leaderboard from the records under ``--results``. Files that are not valid
+records are skipped with a warning naming them. A results folder with no records gives an empty
+board (with a note saying so); a results folder that does not exist is an error (exit code 2),
+since it is most likely a typo.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import http.server
+import sys
+from pathlib import Path
+
+from suite.site.build import SiteError, build_site
+
+EXIT_USER_ERROR = 2
+
+
+def serve(out_dir: Path, port: int) -> None:
+    """Serve the build on localhost until Ctrl-C."""
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(out_dir))
+    with http.server.ThreadingHTTPServer(("127.0.0.1", port), handler) as server:
+        print(f"serving {out_dir} at http://127.0.0.1:{server.server_address[1]}/ (Ctrl-C stops)", flush=True)
+        try:
+            server.serve_forever()
+        except KeyboardInterrupt:
+            pass
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m suite.site", description=__doc__.split("\n\n")[1])
+    parser.add_argument("--results", type=Path, default=Path("results"), help="folder of records (default: results)")
+    parser.add_argument("--out", type=Path, default=Path("site/_build"), help="output folder (default: site/_build)")
+    parser.add_argument("--serve", action="store_true", help="serve the build on localhost after building")
+    parser.add_argument("--port", type=int, default=8000, help="port for --serve (0: any free port)")
+    args = parser.parse_args(argv)
+    try:
+        report = build_site(args.results, args.out)
+    except SiteError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_USER_ERROR
+    for problem in report.problems:
+        print(f"warning: {problem}", file=sys.stderr)
+    if report.runs == 0:
+        print(f"warning: no records under {args.results}; the board is empty", file=sys.stderr)
+    print(f"site: {report.out_dir / 'index.html'} ({report.runs} records, {len(report.problems)} skipped)")
+    if args.serve:
+        serve(args.out, args.port)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

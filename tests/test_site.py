@@ -1,0 +1,237 @@
+"""The leaderboard site builds from a results folder: every method and task shows, record text is
+escaped, bad files are skipped with a warning, nothing remote is referenced, and the numbers on the
+board (seed means, LRA average, Pareto frontier, kernel crossover) are right."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from pathlib import Path
+
+import pytest
+
+from suite.records import new_record, write_record
+from suite.site import SiteError, build_site
+from suite.site.__main__ import main
+from suite.site.board import LRA_TASKS, board_rows
+from suite.site.figures import crossover, fidelity_figures, sweep_figures
+from suite.site.runs import load_runs, reproduce_command
+from suite.site.svg import pareto_front
+
+SCRIPT = "<script>alert('x')</script>"
+KERNEL_NS = (256, 512, 1024, 2048, 4096, 8192)
+
+
+def train_record(method: str, task: str, seed: int, accuracy: float | None, status: str = "ok",
+                 error: str | None = None) -> dict:
+    """A train record as the suite writes it, with made-up numbers."""
+    config = {"method": {"name": method, "impl": "auto", "options": {}}, "task": {"name": task},
+              "budget": {"name": "smoke"}, "mode": {"name": "train"}, "seed": seed, "device": "auto"}
+    metrics = {"train_tokens_per_s": 1000.0 * (2 if method == "linear" else 1), "peak_memory_bytes": 2**20,
+               "peak_memory_source": "process_peak_rss", "median_step_time_s": 0.1, "baseline_accuracy": 0.1}
+    if accuracy is not None:
+        metrics.update(test_accuracy=accuracy, val_accuracy=accuracy)
+    return new_record("train", config=config, config_hash=f"{method}{task}{seed}", method=config["method"] | {"params": {}},
+                      task={"name": task, "seq_len": 64}, metrics=metrics, status=status, error=error,
+                      env={"device": "cpu", "device_name": "test cpu", "git_commit": "abc123", "git_dirty": False, "seed": seed})
+
+
+def kernel_record(method: str, impls: dict) -> dict:
+    """A kernel sweep record shaped like the kernel job's: metrics.points, one dict per (impl,
+    length), with SDPA measured as a peer inside a kernelized method's record."""
+    points = []
+    for impl, seconds in impls.items():
+        for n in KERNEL_NS:
+            point = {"impl": impl, "source": "peer" if impl == "sdpa" else "method", "length": n, "batch": 1,
+                     "heads": 2, "head_dim": 16, "dtype": "float32", "causal": False, "status": "ok", "reason": None}
+            if method == "softmax" and n == KERNEL_NS[-1]:
+                points.append({**point, "status": "oom", "reason": "out of memory"})
+                continue
+            points.append({**point, "fwd_median_s": seconds(n), "fwd_p10_s": 0.9 * seconds(n),
+                           "fwdbwd_median_s": 3 * seconds(n), "fwdbwd_peak_memory_bytes": 64 * n * (n if impl != "chunk" else 8)})
+    config = {"method": {"name": method, "impl": "auto"}, "mode": {"name": "kernel"}, "seed": 0}
+    return new_record("kernel", config=config, config_hash=f"k{method}", method={"name": method, "impl": "auto", "params": {}},
+                      task={"name": "kernel"}, metrics={"points": points, "summary": [{"impl": i} for i in impls]},
+                      env={"device": "cuda", "device_name": "Test GPU", "seed": 0})
+
+
+def fidelity_record(method: str) -> dict:
+    """A fidelity record: per (source, N, d_phi) points holding error statistics over queries."""
+    points = [{"method": method, "source": "gaussian", "seq_len": n, "d_phi": d,
+               "denominator_rel_error": {"mean": 1 / math.sqrt(d), "median": 0.8 / math.sqrt(d), "max": 3 / math.sqrt(d)},
+               "output_rel_error": {"mean": 2 / math.sqrt(d)}, "kernelized_flops": 1000 * d}
+              for d in (16, 64, 256) for n in (128, 1024)]
+    return new_record("fidelity", config={"mode": {"name": "fidelity"}, "seed": 0}, config_hash=f"f{method}",
+                      method={"name": method, "impl": "naive", "params": {}}, task={"name": "fidelity"},
+                      metrics={"points": points, "plots": ["errors.svg", "../../escape.svg"]}, env={"device": "cpu", "seed": 0})
+
+
+def decode_record(method: str) -> dict:
+    """A decode record: the method's points and the softmax reference's, per (batch, context)."""
+    def points(latency, state):
+        return [{"batch_size": b, "context_length": c, "status": "ok", "decode_latency_median_s": latency(c),
+                 "state_bytes": state(c)} for b in (1, 8) for c in (256, 1024, 4096)]
+    metrics = {"impl": "chunk", "points": points(lambda c: 1e-4, lambda c: 4096),
+               "reference": {"method": "softmax", "impl": "naive", "points": points(lambda c: 1e-7 * c, lambda c: 8 * c)}}
+    return new_record("decode", config={"mode": {"name": "decode"}, "seed": 0}, config_hash=f"d{method}",
+                      method={"name": method, "impl": "chunk", "params": {}}, task={"name": "decode"},
+                      metrics=metrics, env={"device": "cpu", "seed": 0})
+
+
+def write_fixture_results(root: Path) -> Path:
+    """Records of two methods on two tasks, kernel and fidelity records, a corrupt file and a
+    record of an unknown schema."""
+    for seed, (soft, lin) in enumerate(((0.40, 0.30), (0.50, 0.34))):
+        write_record(train_record("softmax", "listops", seed, soft), root)
+        write_record(train_record("linear", "listops", seed, lin), root)
+        write_record(train_record("softmax", "mqar", seed, 0.9), root)
+    write_record(train_record("linear", "mqar", 0, 0.8), root)
+    write_record(train_record("linear", "mqar", 1, None, status="diverged", error=SCRIPT), root)
+    write_record(kernel_record("softmax", {"naive": lambda n: 1e-9 * n * n}), root)
+    write_record(kernel_record("linear", {"chunk": lambda n: 1e-6 * n, "sdpa": lambda n: 0.5e-9 * n * n}), root)
+    fidelity = write_record(fidelity_record("favor"), root)
+    (fidelity.parent / "errors.svg").write_text("<svg></svg>")
+    write_record(decode_record("linear"), root)
+    (root / "train" / "corrupt.json").write_text('{"schema": 1, "kind": "tra')
+    (root / "train" / "future.json").write_text(json.dumps({"schema": 99}))
+    return root
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory) -> tuple[Path, Path, list[str]]:
+    root = tmp_path_factory.mktemp("site")
+    results = write_fixture_results(root / "results")
+    report = build_site(results, root / "out")
+    return results, report.out_dir, report.problems
+
+
+def built_text(out: Path) -> dict[Path, str]:
+    return {p: p.read_text() for p in out.rglob("*") if p.is_file() and p.suffix in (".html", ".css", ".js", ".json", ".csv")}
+
+
+def test_board_shows_every_method_and_task(built):
+    _, out, _ = built
+    board = (out / "index.html").read_text()
+    for name in ("softmax", "linear", "listops", "mqar", *LRA_TASKS):
+        assert f">{name}<" in board, name
+    assert "Reported by the paper, not run here" in board and "36.37%" in board  # Transformer, ListOps
+    assert "LRA avg" in board and "Path-X excluded" in board
+
+
+def test_record_text_is_escaped_everywhere(built):
+    _, out, _ = built
+    pages = built_text(out)
+    for path, text in pages.items():
+        if path.suffix == ".html":
+            assert "<script>alert" not in text, path
+            assert text.count("<script") == 1 and '<script src="' in text, path  # only board.js
+    run_pages = [t for p, t in pages.items() if "runs" in p.parts and "diverged" in t]
+    assert run_pages and "&lt;script&gt;alert(&#x27;x&#x27;)&lt;/script&gt;" in run_pages[0]
+
+
+def test_bad_files_are_skipped_with_a_warning_naming_them(built, tmp_path, capsys):
+    results, _, problems = built
+    assert len(problems) == 2
+    assert any("corrupt.json" in p for p in problems) and any("future.json" in p and "schema" in p for p in problems)
+    assert main(["--results", str(results), "--out", str(tmp_path / "out")]) == 0
+    err = capsys.readouterr().err
+    assert "warning: skipping" in err and "corrupt.json" in err and "future.json" in err
+
+
+def test_no_remote_asset_is_referenced(built):
+    _, out, _ = built
+    for path, text in built_text(out).items():
+        assert not re.search(r"https?://|//cdn|@import|url\(", text), path
+
+
+def test_failed_runs_are_shown_as_such_not_averaged(built):
+    results, _, _ = built
+    runs, _ = load_runs(results)
+    rows = {r.method: r for r in board_rows(runs)}
+    lin_mqar = rows["linear"].cells["mqar"]
+    assert lin_mqar.values() == [0.8] and lin_mqar.spread() is None
+    assert lin_mqar.failures() == {"diverged": 1}
+    soft = rows["softmax"].cells["listops"]
+    assert soft.mean() == pytest.approx(0.45) and soft.spread() == pytest.approx(math.sqrt(0.005))
+    board = (built[1] / "index.html").read_text()
+    assert "diverged" in board and "45.0%" in board and "± 7.1" in board
+
+
+def test_lra_average_needs_all_five_tasks(tmp_path):
+    for i, task in enumerate(LRA_TASKS):
+        write_record(train_record("softmax", task, 0, 0.1 * (i + 1)), tmp_path)
+        if task != "image":
+            write_record(train_record("linear", task, 0, 0.5), tmp_path)
+    write_record(train_record("softmax", "pathx", 0, 0.99), tmp_path)  # Path-X is not averaged
+    runs, _ = load_runs(tmp_path)
+    rows = {r.method: r for r in board_rows(runs)}
+    assert rows["softmax"].lra_average() == pytest.approx(0.3)
+    assert rows["linear"].lra_average() is None
+
+
+def test_pareto_front_follows_each_metrics_direction():
+    points = [(1.0, 0.5), (2.0, 0.4), (2.0, 0.6), (3.0, 0.2), (0.5, 0.6)]
+    assert pareto_front(points, "higher", "higher") == [2, 3]  # fast and accurate
+    assert pareto_front(points, "lower", "higher") == [4]  # small memory and accurate
+    assert pareto_front(points, "lower", "lower") == [4, 0, 1, 3]
+
+
+def test_crossover_of_power_laws_is_where_they_meet():
+    quadratic = {n: 1e-9 * n * n for n in KERNEL_NS}
+    linear = {n: 1e-6 * n for n in KERNEL_NS}
+    assert crossover(quadratic, linear, "lower") == pytest.approx(1000.0)
+    assert crossover(linear, quadratic, "lower") is None  # never better at the longest length
+    assert crossover(quadratic, {n: 1e-12 for n in KERNEL_NS}, "lower") is None  # better everywhere
+
+
+def test_kernel_decode_and_fidelity_plots(built):
+    results, out, _ = built
+    runs, _ = load_runs(results)
+    kernel = sweep_figures(runs, "kernel", "N")
+    assert [f.title for f in kernel] == ["kernel: fwd vs N, Test GPU", "kernel: fwd+bwd vs N, Test GPU",
+                                         "kernel: peak mem f+b vs N, Test GPU"]
+    fwd = kernel[0].svg
+    # SDPA (0.5e-9 N^2, inside linear's record) is the best softmax; linear (1e-6 N) beats it at 2000.
+    assert "linear beats softmax from N≈2000" in fwd and "softmax · sdpa" in fwd and "linear · sdpa" not in fwd
+    assert "oom at 8K" in fwd and "fwd_p10_s" not in "".join(f.title for f in kernel)
+    decode = sweep_figures(runs, "decode", "context")
+    assert {f.title for f in decode} == {f"decode: {m} vs context, cpu (batch_size={b})"
+                                         for m in ("median/token", "state") for b in (1, 8)}
+    assert all("linear beats softmax from N≈1000" in f.svg for f in decode if "median/token" in f.title)
+    fidelity = fidelity_figures(runs)
+    assert [f.title for f in fidelity] == ["fidelity: denominator err vs d_phi", "fidelity: denominator err vs N",
+                                           "fidelity: output err vs d_phi", "fidelity: output err vs N"]
+    plots = (out / "plots.html").read_text()
+    assert plots.count("<svg") == len(kernel) + len(decode) + len(fidelity) + 4  # + Pareto: 2 tasks x 2 costs
+    assert "errors.svg" in plots and "escape.svg" not in plots  # a record cannot point outside its folder
+    assert next(out.rglob("errors.svg")).read_text() == "<svg></svg>"
+
+
+def test_run_page_reproduces_and_links_the_raw_record(built):
+    results, out, _ = built
+    runs, _ = load_runs(results)
+    run = next(r for r in runs if r.kind == "train" and r.method == "linear" and r.status == "ok")
+    command = reproduce_command(run)
+    assert command == f"python -m suite mode=train method=linear task={run.task} budget=smoke seed={run.seed} device=cpu"
+    page = (out / run.page).read_text()
+    assert command in page and "git checkout abc123" in page
+    raw = out / "records" / run.source
+    assert f'href="../records/{run.source.as_posix()}"' in page and json.loads(raw.read_text()) == run.record
+    assert len(json.loads((out / "records.json").read_text())) == len(runs)
+    csv_lines = (out / "records.csv").read_text().splitlines()
+    assert len(csv_lines) == len(runs) + 1 and csv_lines[0].startswith("run_id,kind,status")
+
+
+def test_empty_missing_and_foreign_folders(tmp_path, capsys):
+    (tmp_path / "empty").mkdir()
+    assert main(["--results", str(tmp_path / "empty"), "--out", str(tmp_path / "out")]) == 0
+    assert "No train records yet" in (tmp_path / "out" / "index.html").read_text()
+    assert "the board is empty" in capsys.readouterr().err
+    assert main(["--results", str(tmp_path / "nope"), "--out", str(tmp_path / "out")]) == 2
+    assert "does not exist" in capsys.readouterr().err
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "notes.txt").write_text("keep me")
+    with pytest.raises(SiteError, match="refusing to overwrite"):
+        build_site(tmp_path / "empty", tmp_path / "mine")
+    assert (tmp_path / "mine" / "notes.txt").read_text() == "keep me"
