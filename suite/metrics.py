@@ -14,7 +14,7 @@ from typing import Literal
 class Metric:
     name: str  # the key in a record's ``metrics``
     label: str  # column header
-    unit: Literal["fraction", "tokens/s", "s", "bytes", "count", "ratio"]
+    unit: Literal["fraction", "tokens/s", "s", "bytes", "count", "ratio", "tokens", "flop/s"]
     better: Literal["higher", "lower"] | None
 
 
@@ -29,7 +29,39 @@ TRAIN_METRICS = (
     Metric("wall_time_s", "wall time", "s", "lower"),
 )
 
+# mode=kernel: one row per implementation series (suite/kernel/report.py). Times and memory are at
+# the series' longest measured length; slopes are of log time against log length; a crossover is
+# the length from which the implementation is faster than PyTorch's SDPA softmax.
+KERNEL_METRICS = (
+    Metric("longest_length", "N", "tokens", "higher"),
+    Metric("fwd_median_s", "fwd", "s", "lower"),
+    Metric("fwdbwd_median_s", "fwd+bwd", "s", "lower"),
+    Metric("fwdbwd_peak_memory_bytes", "peak mem f+b", "bytes", "lower"),
+    Metric("slope_fwdbwd", "slope", "ratio", "lower"),
+    Metric("slope_fwdbwd_2k_8k", "slope 2K-8K", "ratio", "lower"),
+    Metric("crossover_fwd_length", "x-over fwd", "tokens", "lower"),
+    Metric("crossover_fwdbwd_length", "x-over f+b", "tokens", "lower"),
+    Metric("fwdbwd_flops_per_s", "f+b FLOP/s", "flop/s", "higher"),
+    Metric("fwdbwd_matmul_fraction", "of matmul", "fraction", "higher"),
+)
+
 BY_NAME = {m.name: m for m in TRAIN_METRICS}
+
+
+def format_bytes(value: float) -> str:
+    """Bytes in binary units: 512 B, 1.5 KiB, 3.2 GiB."""
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(value) < 1024 or unit == "TiB":
+            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    raise AssertionError("unreachable")
+
+
+def format_seconds(value: float) -> str:
+    """Seconds as ms below one second (to 0.01 ms below 10 ms), else s."""
+    if value < 0.01:
+        return f"{value * 1e3:.2f} ms"
+    return f"{value * 1e3:.1f} ms" if value < 1 else f"{value:.2f} s"
 
 
 def format_value(metric: Metric, value: float | int | None) -> str:
@@ -39,12 +71,13 @@ def format_value(metric: Metric, value: float | int | None) -> str:
     if metric.unit == "fraction":
         return f"{100 * value:.1f}%"
     if metric.unit == "bytes":
-        for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-            if abs(value) < 1024 or unit == "TiB":
-                return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
-            value /= 1024
+        return format_bytes(value)
     if metric.unit == "s":
         return f"{value * 1e3:.1f} ms" if value < 1 else f"{value:.1f} s"
+    if metric.unit == "tokens":
+        return f"{value:,.0f}"
+    if metric.unit == "flop/s":
+        return f"{value / 1e9:,.1f} G"
     if metric.unit == "tokens/s":
         return f"{value:,.0f}"
     if metric.unit == "count":

@@ -1,0 +1,132 @@
+"""mode=kernel: speed and memory of one method's attention op across sequence lengths, beside
+PyTorch's SDPA softmax and flash-linear-attention's kernels, with FLOP rates against a matmul
+measured in the same run, scaling slopes and crossover lengths.
+
+The grid comes from conf/mode/kernel.yaml, chosen by the budget's name. Imports neither Hydra nor
+wandb nor datasets, so that it runs on a GPU host with only torch (scripts/gpu_kernel_bench.py).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+
+import torch
+
+from suite.errors import ConfigError
+from suite.kernel import report
+from suite.kernel.implementations import PEERS
+from suite.kernel.measure import high_water_mark_usable
+from suite.kernel.sweep import DTYPES, run_sweep
+from suite.run import JobResult, Outcome
+
+TASK_NAME = "attention_op"
+GRID_KEYS = {
+    "lengths": list, "batch": int, "heads": int, "head_dims": list, "value_dim": (int, type(None)),
+    "dtypes": list, "causal": list, "impls": list, "peers": list, "warmup": int, "repeats": int,
+    "point_budget_s": (int, float), "time_limit_s": (int, float), "max_length": dict, "matmul_size": int,
+    "cpu_threads": (int, type(None)),
+}
+IMPLS = ("naive", "chunk", "triton", "sdpa")
+
+# The paper grid of conf/mode/kernel.yaml, for hosts without PyYAML (tests keep the two equal).
+PAPER_GRID = {
+    "lengths": [1024, 2048, 4096, 8192, 16384, 32768, 65536],
+    "batch": 1, "heads": 8, "head_dims": [64, 128], "value_dim": None, "dtypes": ["bfloat16"],
+    "causal": [True, False], "impls": ["naive", "chunk", "triton", "sdpa"], "peers": ["sdpa", "fla"],
+    "warmup": 3, "repeats": 10, "point_budget_s": 0.25, "time_limit_s": 1.0,
+    "max_length": {"naive": 16384}, "matmul_size": 8192, "cpu_threads": None,
+}
+
+
+def select_grid(config: Mapping) -> dict:
+    """The mode's grid for the budget's name, checked; one clear error for a bad grid."""
+    grids, budget = config["mode"]["grids"], config["budget"]["name"]
+    if budget not in grids:
+        raise ConfigError(f"mode=kernel has no grid for budget {budget!r}; valid budgets: {', '.join(grids)}")
+    grid = dict(grids[budget])
+    check_grid(grid, budget)
+    return grid
+
+
+def check_grid(grid: Mapping, budget: str) -> None:
+    """Every key present with the right type, and every listed value one this suite knows."""
+    where = f"mode=kernel grid {budget!r}"
+    missing, unknown = sorted(set(GRID_KEYS) - set(grid)), sorted(set(grid) - set(GRID_KEYS))
+    if missing or unknown:
+        raise ConfigError(f"{where}: missing keys {missing}, unknown keys {unknown}; valid keys: {', '.join(GRID_KEYS)}")
+    for key, kind in GRID_KEYS.items():
+        if not isinstance(grid[key], kind) or isinstance(grid[key], bool):
+            raise ConfigError(f"{where}: {key} must be {kind}, got {grid[key]!r}")
+    choices = {"dtypes": tuple(DTYPES), "impls": IMPLS, "peers": PEERS}
+    for key, valid in choices.items():
+        bad = [v for v in grid[key] if v not in valid]
+        if bad:
+            raise ConfigError(f"{where}: unknown {key} {bad}; valid: {', '.join(valid)}")
+    if not grid["lengths"] or any(not isinstance(n, int) or n < 1 for n in grid["lengths"]):
+        raise ConfigError(f"{where}: lengths must be positive integers, got {grid['lengths']!r}")
+    if any(not isinstance(c, bool) for c in grid["causal"]):
+        raise ConfigError(f"{where}: causal must list true and/or false, got {grid['causal']!r}")
+    if grid["warmup"] < 1 or grid["repeats"] < 1:
+        raise ConfigError(f"{where}: warmup and repeats must be at least 1, got {grid['warmup']}, {grid['repeats']}")
+
+
+def load_average() -> list[float] | None:
+    """The 1, 5 and 15 minute load averages: how busy the machine was (None where unknown)."""
+    try:
+        return [round(x, 2) for x in os.getloadavg()]
+    except OSError:
+        return None
+
+
+def job(config: Mapping, device: torch.device) -> JobResult:
+    """mode=kernel: sweep the grid, derive slopes and crossovers, return the points and summary."""
+    grid = select_grid(config)
+    load_before = load_average()
+    threads = torch.get_num_threads()
+    if device.type == "cpu" and grid["cpu_threads"]:
+        torch.set_num_threads(grid["cpu_threads"])
+    try:
+        sweep = run_sweep(config, grid, device)
+        used_threads = torch.get_num_threads()
+    finally:
+        torch.set_num_threads(threads)
+    statuses = {p["status"] for p in sweep.points}
+    if sweep.interrupted:
+        status, error = "interrupted", f"interrupted after {len(sweep.points)} points"
+    elif "ok" in statuses:
+        status, error = "ok", None
+    else:
+        status = "oom" if "oom" in statuses else "error" if "error" in statuses else "skipped"
+        error = next((p["reason"] for p in sweep.points if p["reason"]), "no point to measure")
+    metrics = {
+        "points": sweep.points,
+        "summary": report.summarize(sweep.points),
+        "matmul_reference": sweep.matmul,
+        "timing": "cuda_events" if device.type == "cuda" else "perf_counter",
+        "memory": "cuda_allocator" if device.type == "cuda" else (
+            "process_rss_high_water_mark" if high_water_mark_usable() else "process_rss_sampled_1ms"),
+        "flop_model": "suite/kernel/analysis.py",
+        "load_average_before": load_before,
+        "load_average_after": load_average(),
+        "cpu_threads": used_threads,
+    }
+    task = {"name": TASK_NAME, "seq_len": max(grid["lengths"]), "lengths": grid["lengths"], "batch": grid["batch"],
+            "heads": grid["heads"], "head_dims": grid["head_dims"], "value_dim": grid["value_dim"],
+            "dtypes": grid["dtypes"], "causal": grid["causal"]}
+    return JobResult(kind="kernel", outcome=Outcome(status=status, error=error, metrics=metrics), task=task)
+
+
+def summary(record: Mapping) -> str:
+    """The closing table: per implementation series, time, memory, slope, crossover, matmul share."""
+    m = record["metrics"]
+    head = (f"{record['method']['name']} attention op ({record['config']['budget']['name']} budget, "
+            f"{record['env']['device_name']}): {record['status']}")
+    lines = [head, "-" * len(head)]
+    for dtype, rate in m["matmul_reference"].items():
+        lines.append(f"matmul {rate['size']}^3 {dtype}: {rate['flops_per_s'] / 1e9:,.1f} GFLOP/s (the 'of matmul' base)")
+    lines.append(f"load average before/after: {m['load_average_before']} / {m['load_average_after']}")
+    lines.append(report.table(m["summary"]))
+    if record["error"]:
+        lines.append(f"error: {record['error']}")
+    return "\n".join(lines)

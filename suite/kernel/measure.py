@@ -1,0 +1,158 @@
+"""Timing and peak memory of one call, done the same way for every implementation.
+
+Time: warm-up calls first (lazy initialisation, Triton compilation, caches), then repeated calls,
+each timed alone: CUDA events on a GPU, ``time.perf_counter`` on the CPU. A point reports the
+median and the 10th/90th percentiles.
+
+Peak memory, measured in one extra untimed call, as the growth above what was live before it
+(inputs excluded): on a GPU the CUDA allocator's peak (``reset_peak_memory_stats`` first). On a
+Linux CPU the process's peak resident set: freed heap pages are first handed back to the system
+(glibc ``malloc_trim``), so what the call touches is counted, then the kernel's high-water mark is
+reset (``/proc/self/clear_refs`` with 5) and read back after the call (``VmHWM``), minus the resident
+set before. Elsewhere a background thread samples the resident set every millisecond, which can
+miss peaks shorter than that.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import re
+import statistics
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import torch
+
+STATUS_FILE = Path("/proc/self/status")
+CLEAR_REFS_FILE = Path("/proc/self/clear_refs")
+RESET_PEAK_RSS = "5"  # clear_refs: reset the peak resident set size (Linux >= 4.0)
+SAMPLE_INTERVAL_S = 1e-3
+
+
+def synchronize(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def time_calls(fn: Callable[[], object], device: torch.device, repeats: int) -> list[float]:
+    """Seconds of each of ``repeats`` calls of ``fn``, each timed alone."""
+    times = []
+    if device.type == "cuda":
+        for _ in range(repeats):
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            fn()
+            end.record()
+            end.synchronize()
+            times.append(start.elapsed_time(end) / 1e3)
+        return times
+    for _ in range(repeats):
+        started = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - started)
+    return times
+
+
+def spread(times: list[float]) -> dict:
+    """Median and 10th/90th percentiles (seconds) of the repeats, and how many there were."""
+    ordered = sorted(times)
+    if len(ordered) == 1:
+        p10 = p90 = ordered[0]
+    else:
+        deciles = statistics.quantiles(ordered, n=10, method="inclusive")
+        p10, p90 = deciles[0], deciles[-1]
+    return {"median_s": statistics.median(ordered), "p10_s": p10, "p90_s": p90, "repeats": len(ordered)}
+
+
+# -- CPU memory -------------------------------------------------------------------------------------
+def _status_kib(field: str) -> int:
+    match = re.search(rf"^{field}:\s+(\d+) kB", STATUS_FILE.read_text(), re.MULTILINE)
+    if match is None:
+        raise OSError(f"{field} not in {STATUS_FILE}")
+    return int(match.group(1))
+
+
+def _malloc_trim() -> None:
+    """Hand free heap pages back to the system (glibc), so reusing them counts as new residency."""
+    name = ctypes.util.find_library("c")
+    libc = ctypes.CDLL(name) if name else None
+    if libc is not None and hasattr(libc, "malloc_trim"):
+        libc.malloc_trim(0)
+
+
+def high_water_mark_usable() -> bool:
+    """Whether this process can reset and read its peak resident set (Linux /proc)."""
+    try:
+        CLEAR_REFS_FILE.write_text(RESET_PEAK_RSS)
+        _status_kib("VmHWM")
+    except OSError:
+        return False
+    return True
+
+
+def _rss_bytes() -> int:
+    import resource
+
+    try:
+        return _status_kib("VmRSS") * 1024
+    except OSError:  # no /proc: the best portable figure is the process peak so far
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
+class _RssSampler(threading.Thread):
+    """Samples the resident set until stopped; ``peak`` is the largest sample."""
+
+    def __init__(self) -> None:
+        super().__init__(daemon=True)
+        self.peak = _rss_bytes()
+        self.stopped = threading.Event()
+
+    def run(self) -> None:
+        while not self.stopped.wait(SAMPLE_INTERVAL_S):
+            self.peak = max(self.peak, _rss_bytes())
+
+
+def cpu_peak_memory(fn: Callable[[], object]) -> tuple[int, str]:
+    """Peak resident memory growth (bytes) during one call of ``fn``, and how it was measured."""
+    _malloc_trim()
+    if high_water_mark_usable():
+        before = _status_kib("VmRSS")
+        CLEAR_REFS_FILE.write_text(RESET_PEAK_RSS)
+        fn()
+        return max(0, _status_kib("VmHWM") - before) * 1024, "process_rss_high_water_mark"
+    before = _rss_bytes()
+    sampler = _RssSampler()
+    sampler.start()
+    try:
+        fn()
+    finally:
+        sampler.stopped.set()
+        sampler.join()
+    return max(0, max(sampler.peak, _rss_bytes()) - before), "process_rss_sampled_1ms"
+
+
+def peak_memory(fn: Callable[[], object], device: torch.device) -> tuple[int, str]:
+    """Peak memory growth (bytes) of one call of ``fn`` above what was live before, and its source."""
+    if device.type != "cuda":
+        return cpu_peak_memory(fn)
+    torch.cuda.synchronize(device)
+    before = torch.cuda.memory_allocated(device)
+    torch.cuda.reset_peak_memory_stats(device)
+    fn()
+    torch.cuda.synchronize(device)
+    return torch.cuda.max_memory_allocated(device) - before, "cuda_allocator"
+
+
+def matmul_rate(size: int, dtype: torch.dtype, device: torch.device, repeats: int = 5) -> dict:
+    """FLOP/s of a square (size x size) matmul in ``dtype``: the machine's practical limit here."""
+    generator = torch.Generator(device="cpu").manual_seed(0)
+    a = torch.randn(size, size, generator=generator).to(device=device, dtype=dtype)
+    b = torch.randn(size, size, generator=generator).to(device=device, dtype=dtype)
+    run = lambda: torch.matmul(a, b)  # noqa: E731
+    time_calls(run, device, 2)
+    timing = spread(time_calls(run, device, repeats))
+    return {"size": size, "dtype": str(dtype).removeprefix("torch."), **timing,
+            "flops_per_s": 2.0 * size**3 / timing["median_s"]}

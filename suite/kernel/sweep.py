@@ -1,0 +1,202 @@
+"""The sweep: every (head dim, dtype, causal, implementation, length) point of a grid, measured.
+
+A point that cannot run is recorded, never fatal: ``skipped`` with the reason (implementation
+absent, dtype missing on the device, length over the grid's cap for that implementation, or past
+a length where it ran out of memory or over the time limit), ``oom`` when it runs out of memory,
+``error`` with the message for anything else. The forward pass is timed as in training (inputs
+require gradients); forward+backward adds ``torch.autograd.grad`` of a fixed output gradient.
+"""
+
+from __future__ import annotations
+
+import gc
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+
+import torch
+
+import methods
+from methods.base import MethodError
+from suite.kernel import analysis, measure
+from suite.kernel.implementations import (
+    SDPA, Implementation, method_implementations, peer_implementations, sdpa_backend,
+)
+from suite.metrics import format_bytes, format_seconds
+
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+PHASES = ("fwd", "fwdbwd")
+OOM_ERRORS = (torch.cuda.OutOfMemoryError, MemoryError)
+MIN_REPEATS = 3  # fewest timed calls that give a median and a spread
+
+
+@dataclass
+class Sweep:
+    """The measured points and the matmul rate per dtype they are compared with."""
+
+    points: list[dict] = field(default_factory=list)
+    matmul: dict[str, dict] = field(default_factory=dict)
+    interrupted: bool = False
+
+
+def is_oom(exc: BaseException) -> bool:
+    """Out of memory on a GPU, or a failed host allocation (which PyTorch raises as RuntimeError)."""
+    if isinstance(exc, OOM_ERRORS):
+        return True
+    text = str(exc)
+    return isinstance(exc, RuntimeError) and ("out of memory" in text or "can't allocate memory" in text)
+
+
+def dtype_unsupported(dtype: torch.dtype, device: torch.device) -> str | None:
+    """Why ``dtype`` cannot be used on ``device`` (a matmul in it fails), or None."""
+    if device.type == "cuda" and dtype == torch.bfloat16 and not torch.cuda.is_bf16_supported():
+        return f"{torch.cuda.get_device_name(device)} has no bfloat16"
+    try:
+        a = torch.ones(8, 8, device=device, dtype=dtype)
+        (a @ a).sum().item()
+    except (RuntimeError, TypeError) as exc:
+        return f"{dtype} is not supported on {device.type}: {str(exc).splitlines()[0]}"
+    return None
+
+
+def make_inputs(batch, heads, n, head_dim, value_dim, dtype, device, seed) -> tuple[torch.Tensor, ...]:
+    """q, k, v (leaves requiring grad) and the output gradient, seeded per length."""
+    generator = torch.Generator(device=device).manual_seed(seed + n)
+    shapes = ((batch, heads, n, head_dim),) * 2 + ((batch, heads, n, value_dim),) * 2
+    q, k, v, grad_out = (torch.randn(s, generator=generator, device=device, dtype=dtype) for s in shapes)
+    for t in (q, k, v):
+        t.requires_grad_(True)
+    return q, k, v, grad_out
+
+
+def measure_phase(fn: Callable[[], object], device: torch.device, grid: Mapping) -> dict:
+    """Warm up, measure the peak memory of one call, then time the repeats (fewer for slow calls,
+    so that a point takes about ``point_budget_s``, but never under MIN_REPEATS)."""
+    warmup = measure.time_calls(fn, device, grid["warmup"])
+    memory, memory_source = measure.peak_memory(fn, device)
+    affordable = int(grid["point_budget_s"] / max(warmup[-1], 1e-9))
+    repeats = min(grid["repeats"], max(MIN_REPEATS, affordable))
+    timing = measure.spread(measure.time_calls(fn, device, repeats))
+    return {**timing, "peak_memory_bytes": memory, "memory_source": memory_source}
+
+
+def measure_point(impl: Implementation, inputs: tuple[torch.Tensor, ...], causal: bool,
+                  device: torch.device, grid: Mapping) -> dict:
+    """Forward, then forward+backward, timings and memory of one implementation on one input."""
+    q, k, v, grad_out = inputs
+    forward = lambda: impl.run(q, k, v, causal)  # noqa: E731
+
+    def forward_backward():
+        out = impl.run(q, k, v, causal)
+        torch.autograd.grad(out, (q, k, v), grad_out, allow_unused=True)
+
+    found = {}
+    for phase, fn in zip(PHASES, (forward, forward_backward)):
+        result = measure_phase(fn, device, grid)
+        found.update({f"{phase}_{key}": value for key, value in result.items() if key != "memory_source"})
+        found["memory_source"] = result["memory_source"]
+    if impl.name == SDPA:
+        found["sdpa_backend"] = sdpa_backend(q, k, v, causal)
+    return found
+
+
+def derived_rates(point: dict, matmul_flops_per_s: float, num_features: int | None, model: str) -> dict:
+    """The FLOP counts of the point, the achieved FLOP/s and their fraction of the matmul rate."""
+    fwd = analysis.forward_flops(
+        model, point["length"], batch=point["batch"], heads=point["heads"], head_dim=point["head_dim"],
+        value_dim=point["value_dim"], causal=point["causal"], num_features=num_features,
+    )
+    found = {"fwd_flops": fwd, "fwdbwd_flops": analysis.BACKWARD_FACTOR * fwd}
+    for phase in PHASES:
+        rate = found[f"{phase}_flops"] / point[f"{phase}_median_s"]
+        found[f"{phase}_flops_per_s"] = rate
+        found[f"{phase}_matmul_fraction"] = rate / matmul_flops_per_s
+    return found
+
+
+def describe(point: dict) -> str:
+    """One progress line for a finished point."""
+    head = (f"{point['impl']:<26} {point['dtype']:<8} D={point['head_dim']:<3} "
+            f"{'causal' if point['causal'] else 'full  '} N={point['length']:>6}: ")
+    if point["status"] != "ok":
+        return head + f"{point['status']} ({point['reason']})"
+    return head + (f"fwd {format_seconds(point['fwd_median_s'])}, fwd+bwd {format_seconds(point['fwdbwd_median_s'])}, "
+                   f"peak {format_bytes(point['fwdbwd_peak_memory_bytes'])}")
+
+
+def run_sweep(config: Mapping, grid: Mapping, device: torch.device, log: Callable[[str], None] = print) -> Sweep:
+    """Measure every point of ``grid`` for ``config['method']`` on ``device``."""
+    method = config["method"]
+    sweep = Sweep()
+    value_dim = grid["value_dim"]
+    try:
+        for dtype_name in grid["dtypes"]:
+            dtype = DTYPES[dtype_name]
+            dtype_reason = dtype_unsupported(dtype, device)
+            if dtype_reason is None:
+                sweep.matmul[dtype_name] = measure.matmul_rate(grid["matmul_size"], dtype, device)
+                log(f"matmul {grid['matmul_size']}^3 in {dtype_name}: "
+                    f"{sweep.matmul[dtype_name]['flops_per_s'] / 1e9:.1f} GFLOP/s")
+            for head_dim in grid["head_dims"]:
+                torch.manual_seed(config["seed"])
+                module = methods.build(method["name"], head_dim=head_dim, impl="auto", **method["options"])
+                module = module.to(device).eval()
+                candidates = (method_implementations(module, grid["impls"], device)
+                              + peer_implementations(module, grid["peers"], device))
+                features = getattr(module, "num_features", None)
+                for causal in grid["causal"]:
+                    for impl in candidates:
+                        shape = {"batch": grid["batch"], "heads": grid["heads"], "head_dim": head_dim,
+                                 "value_dim": value_dim or head_dim, "dtype": dtype_name, "causal": causal}
+                        series = measure_series(impl, shape, grid, device, config["seed"], dtype_reason)
+                        for point in series:
+                            if point["status"] == "ok":
+                                point.update(derived_rates(point, sweep.matmul[dtype_name]["flops_per_s"],
+                                                           features, impl.flop_model))
+                            sweep.points.append(point)
+                            log(describe(point))
+    except KeyboardInterrupt:
+        sweep.interrupted = True
+    return sweep
+
+
+def measure_series(impl: Implementation, shape: Mapping, grid: Mapping, device: torch.device,
+                   seed: int, dtype_reason: str | None) -> list[dict]:
+    """One implementation over the grid's lengths; after an OOM or a call over the time limit,
+    the longer lengths are skipped with that reason."""
+    points, stop_reason = [], None
+    cap = grid["max_length"].get(impl.name)
+    for n in grid["lengths"]:
+        point = {"impl": impl.name, "source": impl.source, "length": n, **shape, "status": "ok", "reason": None}
+        reason = impl.unusable(shape["causal"]) or dtype_reason or stop_reason
+        if reason is None and cap is not None and n > cap:
+            reason = f"over max_length {cap} for {impl.name} in this grid (memory or time grows as N^2)"
+        if reason:
+            points.append({**point, "status": "skipped", "reason": reason})
+            continue
+        point.update(run_point(impl, shape, n, device, grid, seed))
+        points.append(point)
+        if point["status"] == "oom":
+            stop_reason = f"ran out of memory at N={n}"
+        elif point["status"] == "ok" and point["fwdbwd_median_s"] > grid["time_limit_s"]:
+            stop_reason = (f"fwd+bwd took {point['fwdbwd_median_s']:.2f} s at N={n}, over "
+                           f"time_limit_s={grid['time_limit_s']}")
+    return points
+
+
+def run_point(impl: Implementation, shape: Mapping, n: int, device: torch.device, grid: Mapping, seed: int) -> dict:
+    """Measure one point; an out-of-memory or a failure becomes the point's status, never a crash."""
+    try:
+        inputs = make_inputs(shape["batch"], shape["heads"], n, shape["head_dim"], shape["value_dim"],
+                             DTYPES[shape["dtype"]], device, seed)
+        return measure_point(impl, inputs, shape["causal"], device, grid)
+    except MethodError as exc:  # the method refuses this input (e.g. longer than its levels cover)
+        return {"status": "skipped", "reason": str(exc)}
+    except Exception as exc:  # noqa: BLE001 - one point's failure must not end the sweep
+        first_line = str(exc).splitlines()[0] if str(exc) else ""
+        status = "oom" if is_oom(exc) else "error"
+        reason = first_line if status == "oom" else f"{type(exc).__name__}: {first_line}"
+    # Outside the handler, so the traceback no longer holds the failed call's tensors.
+    gc.collect()
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
+    return {"status": status, "reason": reason}

@@ -1,0 +1,261 @@
+"""mode=kernel: records with time and memory per length, failures kept per point, the derived
+figures (FLOP model, slopes, crossovers) on synthetic inputs, and no Hydra/wandb/datasets needed."""
+
+from __future__ import annotations
+
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+
+from suite import kernel, records
+from suite.errors import ConfigError
+from suite.kernel import analysis, implementations, measure, sweep
+from suite.run import run
+
+REPO = Path(__file__).resolve().parent.parent
+SMOKE_LENGTHS = [64, 128, 256]
+
+
+def kernel_config(make_config, *overrides: str) -> dict:
+    return make_config("mode=kernel", "device=cpu", *overrides)
+
+
+def points_of(record: dict, impl: str, causal: bool = True) -> list[dict]:
+    return [p for p in record["metrics"]["points"] if p["impl"] == impl and p["causal"] == causal]
+
+
+def test_smoke_record_has_time_and_memory_per_length(make_config, capsys):
+    path, outcome = run(kernel_config(make_config, "method=linear"))
+    record = records.read_record(path)
+    assert outcome.status == "ok" and record["kind"] == "kernel" and record["status"] == "ok"
+    assert record["task"]["name"] == "attention_op" and record["task"]["lengths"] == SMOKE_LENGTHS
+    chunk = points_of(record, "chunk")
+    assert [p["length"] for p in chunk] == SMOKE_LENGTHS
+    for point in chunk:
+        assert point["status"] == "ok"
+        assert 0 < point["fwd_p10_s"] <= point["fwd_median_s"] <= point["fwd_p90_s"]
+        assert point["fwdbwd_median_s"] > 0 and point["fwdbwd_repeats"] >= 3
+        assert point["fwdbwd_peak_memory_bytes"] >= 0
+        assert point["fwdbwd_flops"] == 3 * point["fwd_flops"] > 0
+        assert point["fwdbwd_matmul_fraction"] == pytest.approx(
+            point["fwdbwd_flops_per_s"] / record["metrics"]["matmul_reference"]["float32"]["flops_per_s"])
+    # The peer reference, with the backend PyTorch chose for it.
+    assert all(p["status"] == "ok" and p["sdpa_backend"] for p in points_of(record, "sdpa"))
+    # Absent or unusable implementations are points skipped with a reason, not missing.
+    for impl in ("triton", "fla.chunk_linear_attn"):
+        assert {p["status"] for p in points_of(record, impl)} == {"skipped"}
+        assert all(p["reason"] for p in points_of(record, impl))
+    naive = {p["length"]: p for p in points_of(record, "naive")}
+    assert naive[128]["status"] == "ok" and naive[256]["status"] == "skipped"
+    assert "max_length 128" in naive[256]["reason"]
+    summary = {(row["impl"], row["causal"]): row for row in record["metrics"]["summary"]}
+    chunk_row = summary[("chunk", True)]
+    assert chunk_row["longest_length"] == 256 and chunk_row["slope_fwdbwd"] is not None
+    assert chunk_row["crossover_fwd"]["where"] in ("within_grid", "below_grid", "beyond_grid")
+    assert record["metrics"]["load_average_before"] is not None
+    out = capsys.readouterr().out
+    assert "x-over f+b" in out and "of matmul" in out and f"record: {path}" in out
+
+
+def test_an_oom_at_one_length_is_recorded_and_the_sweep_goes_on(make_config, monkeypatch):
+    real = implementations._call_impl
+
+    def short_of_memory(module, forward_name, q, k, v, causal):
+        if forward_name == "_forward_chunk" and q.shape[2] == 128:
+            raise torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 1 GiB")
+        return real(module, forward_name, q, k, v, causal)
+
+    monkeypatch.setattr(implementations, "_call_impl", short_of_memory)
+    path, outcome = run(kernel_config(make_config, "method=linear"))
+    record = records.read_record(path)
+    assert outcome.status == "ok"
+    for causal in (True, False):
+        chunk = {p["length"]: p for p in points_of(record, "chunk", causal)}
+        assert chunk[64]["status"] == "ok"
+        assert chunk[128]["status"] == "oom" and "out of memory" in chunk[128]["reason"]
+        assert chunk[256]["status"] == "skipped" and "ran out of memory at N=128" in chunk[256]["reason"]
+        # Other implementations are measured at every length.
+        assert all(p["status"] == "ok" for p in points_of(record, "sdpa", causal))
+
+
+def test_a_failing_point_is_an_error_point_not_a_crash():
+    failing = implementations.Implementation(name="broken", source="method", flop_model="linear",
+                                             run=lambda q, k, v, causal: 1 / 0)
+    grid = {**kernel.PAPER_GRID, "lengths": [16, 32], "max_length": {}, "warmup": 1, "repeats": 1}
+    shape = {"batch": 1, "heads": 1, "head_dim": 8, "value_dim": 8, "dtype": "float32", "causal": True}
+    points = sweep.measure_series(failing, shape, grid, torch.device("cpu"), 0, None)
+    assert [p["status"] for p in points] == ["error", "error"]
+    assert points[0]["reason"].startswith("ZeroDivisionError")
+
+
+def test_host_allocation_failures_count_as_oom():
+    assert sweep.is_oom(MemoryError())
+    assert sweep.is_oom(RuntimeError("[enforce fail at alloc_cpu.cpp:117] DefaultCPUAllocator: can't allocate memory"))
+    assert not sweep.is_oom(RuntimeError("shape mismatch"))
+
+
+def test_absent_fla_is_skipped_with_the_install_hint(monkeypatch):
+    monkeypatch.setitem(sys.modules, "fla", None)  # import fla -> ImportError
+    monkeypatch.setitem(sys.modules, "fla.ops.linear_attn", None)
+    module = kernel_module("linear")
+    found = implementations.fla_implementations(module, torch.device("cuda"))
+    assert [f.name for f in found] == ["fla.chunk_linear_attn"]
+    assert "not importable" in found[0].skip_reason and "[gpu]" in found[0].skip_reason
+    assert found[0].unusable(causal=True) == found[0].skip_reason
+
+
+def kernel_module(name: str):
+    import methods
+
+    return methods.build(name, head_dim=16)
+
+
+def test_peers_sdpa_is_the_reference_and_softmax_does_not_list_it_twice():
+    cpu = torch.device("cpu")
+    linear_peers = implementations.peer_implementations(kernel_module("linear"), ["sdpa", "fla"], cpu)
+    assert [p.name for p in linear_peers] == ["sdpa", "fla.chunk_linear_attn"]
+    assert linear_peers[1].unusable(causal=False)  # fla: not on the CPU, and causal only
+    softmax = kernel_module("softmax")
+    names = [i.name for i in implementations.method_implementations(softmax, ["naive", "chunk", "sdpa"], cpu)
+             + implementations.peer_implementations(softmax, ["sdpa", "fla"], cpu)]
+    assert names == ["naive", "sdpa"]
+
+
+def test_loglog_slope_recovers_power_laws():
+    lengths = [1024, 2048, 4096, 8192]
+    for power in (1.0, 1.5, 2.0):
+        assert analysis.loglog_slope(lengths, [3e-6 * n**power for n in lengths]) == pytest.approx(power)
+    # Only the lengths inside the range: quadratic below 2K, linear from 2K to 8K.
+    times = [1.0, 4.0, 8.0, 16.0, 32.0]
+    assert analysis.slope_between([512, 1024, 2048, 4096, 8192], times, 2048, 8192) == pytest.approx(1.0)
+    assert analysis.slope_between([512, 1024], [1.0, 4.0], 2048, 8192) is None
+
+
+def test_crossover_is_interpolated_in_log_space():
+    lengths = [1024, 2048, 4096, 8192]
+    reference = [1.0, 4.0, 16.0, 64.0]  # quadratic
+    # Ratio 4 at 1024, 2 at 2048, 1/2 at 4096: log ratio falls linearly, crossing 0 at 2048 * sqrt(2)... in
+    # log2 units: 1 at 2048 and -1 at 4096, so the crossover is the geometric mean of the two.
+    times = [4.0, 8.0, 8.0, 16.0]
+    cross = analysis.crossover(lengths, times, reference)
+    assert cross["where"] == "within_grid" and cross["length"] == pytest.approx(math.sqrt(2048 * 4096))
+    assert analysis.crossover(lengths, [0.5, 1, 2, 4], reference) == {"length": 1024.0, "where": "below_grid"}
+    assert analysis.crossover(lengths, [2, 8, 32, 128], reference)["where"] == "beyond_grid"
+    # Faster at first, slower, then faster for good: the crossing that lasts counts.
+    dips = analysis.crossover(lengths, [0.5, 8.0, 8.0, 16.0], reference)
+    assert dips["where"] == "within_grid" and 2048 < dips["length"] < 4096
+    assert analysis.crossover([], [], [])["where"] == "no_common_lengths"
+
+
+def test_flop_model_is_positive_and_grows_as_documented():
+    shape = dict(batch=2, heads=3, head_dim=64, value_dim=64)
+    flops = lambda model, n, causal=True, f=None: analysis.forward_flops(model, n, causal=causal, num_features=f, **shape)  # noqa: E731
+    for model in analysis.FLOP_MODELS:
+        assert flops(model, 1024) > 0
+    assert flops("softmax", 2048, False) == pytest.approx(4 * flops("softmax", 1024, False))
+    assert flops("softmax", 1024, True) == pytest.approx(flops("softmax", 1024, False) / 2)
+    assert flops("softmax", 1024, False) == pytest.approx(2 * 3 * 2 * 1024**2 * 128)
+    for model in ("linear", "taylor", "favor"):
+        assert flops(model, 2048) == pytest.approx(2 * flops(model, 1024))
+    assert flops("linear", 1024) == pytest.approx(6 * (4 * 1024 * 64 * 65 + 2 * 1024 * 64))
+    assert flops("favor", 1024, f=266) > flops("linear", 1024, f=266)  # the projection costs extra
+    # loglinear: N log N, and twice the work without a mask (two passes).
+    ratio = flops("loglinear", 2048) / flops("loglinear", 1024)
+    assert 2.0 < ratio < 2.3
+    assert flops("loglinear", 1024, False) > 1.9 * flops("loglinear", 1024, True)
+    with pytest.raises(ValueError, match="valid: softmax"):
+        flops("nope", 1024)
+
+
+def test_cpu_peak_memory_sees_a_large_allocation():
+    size = 64 * 2**20
+    memory, source = measure.peak_memory(lambda: torch.ones(size // 4).add_(1), torch.device("cpu"))
+    assert source.startswith("process_rss")
+    assert 0.9 * size <= memory <= 3 * size
+
+
+def test_spread_is_median_and_deciles():
+    timing = measure.spread([float(x) for x in range(1, 12)])
+    assert timing == {"median_s": 6.0, "p10_s": 2.0, "p90_s": 10.0, "repeats": 11}
+
+
+def test_paper_grid_of_the_yaml_equals_the_fallback_and_every_grid_is_valid():
+    grids = yaml.safe_load((REPO / "conf/mode/kernel.yaml").read_text())["grids"]
+    assert grids["paper"] == kernel.PAPER_GRID
+    for budget in ("smoke", "small", "paper"):
+        kernel.check_grid(grids[budget], budget)
+    assert max(grids["small"]["lengths"]) >= 16384 and max(grids["paper"]["lengths"]) >= 65536
+
+
+def test_bad_grid_values_are_one_clear_error(make_config):
+    config = kernel_config(make_config, "method=linear")
+    config["mode"]["grids"]["smoke"]["dtypes"] = ["float8"]
+    with pytest.raises(ConfigError, match=r"unknown dtypes \['float8'\]; valid: float32, bfloat16, float16"):
+        kernel.select_grid(config)
+    config["budget"]["name"] = "huge"
+    with pytest.raises(ConfigError, match="no grid for budget 'huge'; valid budgets: smoke, small, paper"):
+        kernel.select_grid(config)
+
+
+BLOCKER = """
+import sys
+class Block:
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in {"hydra", "omegaconf", "wandb", "datasets", "yaml", "tqdm"}:
+            raise ImportError(f"blocked for this test: {name}")
+sys.meta_path.insert(0, Block())
+"""
+
+
+def test_the_kernel_job_runs_without_hydra_wandb_datasets_or_yaml(tmp_path):
+    script = BLOCKER + f"""
+import suite.kernel, suite.run, suite.records, suite.env, suite.metrics, methods
+from suite.run import run
+grid = {{**suite.kernel.PAPER_GRID, "lengths": [32], "head_dims": [8], "dtypes": ["float32"], "causal": [True],
+         "warmup": 1, "repeats": 1, "matmul_size": 64, "cpu_threads": 1}}
+config = {{"mode": {{"name": "kernel", "grids": {{"paper": grid}}}}, "budget": {{"name": "paper"}},
+          "method": {{"name": "linear", "impl": "auto", "options": {{}}}}, "device": "cpu", "seed": 0,
+          "results_dir": {str(tmp_path)!r}, "task": {{"name": "attention_op"}}}}
+path, outcome = run(config)
+assert outcome.status == "ok", outcome
+print("kernel without hydra: ok")
+"""
+    done = subprocess.run([sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "kernel without hydra: ok" in done.stdout
+
+
+def test_cli_smoke_run_writes_a_kernel_record(tmp_path, data_dir):
+    env = {**os.environ, "SUITE_DATA_DIR": str(data_dir), "SUITE_HYDRA_DIR": str(tmp_path / "hydra")}
+    done = subprocess.run(
+        [sys.executable, "-m", "suite", "mode=kernel", "method=taylor", "budget=smoke", "device=cpu",
+         f"results_dir={tmp_path / 'results'}"], cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    written = list((tmp_path / "results" / "kernel" / "attention_op" / "taylor").glob("*.json"))
+    assert len(written) == 1
+    record = records.read_record(written[0])
+    assert record["status"] == "ok" and {p["length"] for p in record["metrics"]["points"]} == set(SMOKE_LENGTHS)
+    assert "fla.parallel_based" in done.stdout and f"record: {written[0]}" in done.stdout
+
+
+def test_gpu_script_without_cuda_exits_cleanly_with_a_message(tmp_path):
+    env = {**os.environ, "CUDA_VISIBLE_DEVICES": ""}  # no CUDA, also on a GPU host
+    done = subprocess.run([sys.executable, "scripts/gpu_kernel_bench.py", "--results-dir", str(tmp_path)],
+                          cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "no CUDA" in done.stdout and not any(tmp_path.iterdir())
+
+
+def test_gpu_script_smoke_runs_every_method_on_the_cpu(tmp_path):
+    done = subprocess.run([sys.executable, "scripts/gpu_kernel_bench.py", "--smoke", "--methods", "softmax", "favor",
+                           "--results-dir", str(tmp_path)], cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    written = sorted(p.parent.name for p in (tmp_path / "kernel" / "attention_op").rglob("*.json"))
+    assert written == ["favor", "softmax"]
+    assert "x-over f+b" in done.stdout
