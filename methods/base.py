@@ -16,6 +16,9 @@ import torch
 from torch import nn
 
 
+FEATURE_KINDS = ("query", "key")
+
+
 class MethodError(ValueError):
     """A user mistake about a method: wrong name, option, implementation or input shape."""
 
@@ -44,9 +47,16 @@ class AttentionMethod(nn.Module):
     impls: ClassVar[tuple[str, ...]]
     #: What ``impl="auto"`` picks on the CPU; on CUDA it picks "triton" when the method has one.
     cpu_default: ClassVar[str]
+    #: Every option the method takes, with its default; any other option is refused.
+    method_options: ClassVar[dict[str, Any]] = {}
 
-    def __init__(self, head_dim: int, impl: str = "auto") -> None:
+    def __init__(self, head_dim: int, impl: str = "auto", **options: Any) -> None:
         super().__init__()
+        unknown = sorted(set(options) - set(self.method_options))
+        if unknown:
+            valid = ", ".join(sorted(self.method_options)) or "none"
+            raise MethodError(f"{self.name}: unknown option(s) {', '.join(unknown)}; valid options: {valid}")
+        self.options = {**self.method_options, **options}
         if not isinstance(head_dim, int) or isinstance(head_dim, bool) or head_dim <= 0:
             raise MethodError(f"head_dim must be a positive integer, got {head_dim!r}")
         valid = ("auto", *self.impls)
@@ -56,6 +66,25 @@ class AttentionMethod(nn.Module):
             )
         self.head_dim = head_dim
         self.impl = impl
+
+    def int_option(self, name: str, minimum: int = 1) -> int:
+        """Option ``name`` when it is an integer >= ``minimum``; a clear MethodError otherwise."""
+        value = self.options[name]
+        if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
+            raise MethodError(f"{self.name}: option {name} must be an integer >= {minimum}, got {value!r}")
+        return value
+
+    def bool_option(self, name: str) -> bool:
+        """Option ``name`` when it is true or false; a clear MethodError otherwise."""
+        value = self.options[name]
+        if not isinstance(value, bool):
+            raise MethodError(f"{self.name}: option {name} must be true or false, got {value!r}")
+        return value
+
+    def check_kind(self, kind: str) -> None:
+        """One clear error for a feature ``kind`` other than "query" or "key"."""
+        if kind not in FEATURE_KINDS:
+            raise MethodError(f"{self.name}: feature kind must be one of {', '.join(FEATURE_KINDS)}, got {kind!r}")
 
     # -- implementation choice ---------------------------------------------------------------
     def resolve_impl(self, device: torch.device) -> str:

@@ -13,7 +13,6 @@ import pytest
 import methods
 import tasks
 from suite import records
-from suite.errors import ConfigError
 from suite.run import run
 
 REPO = Path(__file__).resolve().parent.parent

@@ -174,8 +174,8 @@ def test_seed_fixes_the_projection_and_state_dict_carries_it():
 @pytest.mark.parametrize(
     ("options", "message"),
     [
-        ({"num_features": 0}, "num_features must be a positive integer, got 0"),
-        ({"redraw_interval": -1}, r"redraw_interval must be an integer >= 0 \(0 = never\), got -1"),
+        ({"num_features": 0}, "num_features must be an integer >= 1, got 0"),
+        ({"redraw_interval": -1}, "redraw_interval must be an integer >= 0, got -1"),
         ({"seed": "a"}, "seed must be an integer >= 0, got 'a'"),
     ],
 )

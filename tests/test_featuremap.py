@@ -167,7 +167,7 @@ def test_unknown_option_lists_the_valid_ones(name):
 @pytest.mark.parametrize("name", ["linear", "favor", "taylor"])
 @pytest.mark.parametrize("bad", [0, -4, 2.5, True])
 def test_chunk_size_must_be_a_positive_int(name, bad):
-    with pytest.raises(MethodError, match=f"chunk_size must be a positive integer, got {bad!r}"):
+    with pytest.raises(MethodError, match=f"chunk_size must be an integer >= 1, got {bad!r}"):
         methods.build(name, head_dim=8, chunk_size=bad)
 
 

@@ -233,7 +233,7 @@ def test_default_levels_cover_two_to_the_twenty_tokens():
 @pytest.mark.parametrize(
     "options,message",
     [
-        ({"levels": 3}, "valid: feature_map, num_levels, chunk_size, decay, num_heads"),
+        ({"levels": 3}, "valid options: chunk_size, decay, feature_map, num_heads, num_levels"),
         ({"feature_map": "relu"}, "valid: elu"),
         ({"chunk_size": 48}, "power of two"),
         ({"num_levels": 0}, "num_levels"),

@@ -60,8 +60,8 @@ def test_symmetric_half_gives_the_same_attention():
 @pytest.mark.parametrize(
     ("options", "message"),
     [
-        ({"feature_dim": 0}, "feature_dim must be a positive integer, got 0"),
-        ({"feature_dim": "16"}, "feature_dim must be a positive integer, got '16'"),
+        ({"feature_dim": 0}, "feature_dim must be an integer >= 1, got 0"),
+        ({"feature_dim": "16"}, "feature_dim must be an integer >= 1, got '16'"),
         ({"symmetric_half": "yes"}, "symmetric_half must be true or false, got 'yes'"),
     ],
 )

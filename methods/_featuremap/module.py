@@ -15,34 +15,17 @@ from methods._featuremap.common import DENOMINATOR_EPS, divide_by_denominator
 from methods._featuremap.naive import feature_attention
 from methods.base import AttentionMethod, MethodError
 
-FEATURE_KINDS = ("query", "key")
-
-
-def positive_int(owner: str, name: str, value: Any) -> int:
-    """``value`` when it is a positive int; a MethodError naming ``owner``'s option otherwise."""
-    if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
-        raise MethodError(f"{owner}: option {name} must be a positive integer, got {value!r}")
-    return value
-
-
 class FeatureMapAttention(AttentionMethod):
     """o_i = sum_j (phi(q_i).phi(k_j)) v_j / (sum_j phi(q_i).phi(k_j) + eps), j <= i when causal."""
 
     impls = ("naive", "chunk", "triton")
     cpu_default = "chunk"
-    #: The method's own options and their defaults; ``chunk_size`` is common to all.
-    method_options: ClassVar[dict[str, Any]] = {}
+    #: Options of every kernelized method; a subclass extends this dict with its own.
+    method_options: ClassVar[dict[str, Any]] = {"chunk_size": 64}
 
     def __init__(self, head_dim: int, impl: str = "auto", **options: Any) -> None:
-        valid = {"chunk_size": 64, **self.method_options}
-        unknown = sorted(set(options) - set(valid))
-        if unknown:
-            raise MethodError(
-                f"{self.name}: unknown option(s) {', '.join(unknown)}; valid options: {', '.join(sorted(valid))}"
-            )
-        super().__init__(head_dim, impl)
-        self.options = {**valid, **options}
-        self.chunk_size = positive_int(self.name, "chunk_size", self.options["chunk_size"])
+        super().__init__(head_dim, impl, **options)
+        self.chunk_size = self.int_option("chunk_size")
 
     # -- what a subclass supplies ------------------------------------------------------------
     @property
@@ -60,11 +43,6 @@ class FeatureMapAttention(AttentionMethod):
         """(phi_q, phi_k, eps) that ``forward`` and ``step`` use; the attention equals the one of
         ``feature_map`` with DENOMINATOR_EPS. Keys of the causal form may not see later keys."""
         return self.feature_map(q, "query"), self.feature_map(k, "key"), DENOMINATOR_EPS
-
-    def check_kind(self, kind: str) -> None:
-        """One clear error for a ``kind`` other than "query" or "key"."""
-        if kind not in FEATURE_KINDS:
-            raise MethodError(f"{self.name}: feature kind must be one of {', '.join(FEATURE_KINDS)}, got {kind!r}")
 
     # -- the parallel form -------------------------------------------------------------------
     def _forward_naive(self, q, k, v, causal):

@@ -8,8 +8,7 @@ import torch
 
 from methods._featuremap.common import DENOMINATOR_EPS
 from methods._featuremap.maps import positive_random_feature_logits
-from methods._featuremap.module import FeatureMapAttention, positive_int
-from methods.base import MethodError
+from methods._featuremap.module import FeatureMapAttention
 from methods.favor.projection import draw_generator, orthogonal_gaussian_projection
 from methods.registry import register
 
@@ -23,18 +22,14 @@ class FavorAttention(FeatureMapAttention):
     """phi(x) = exp(w_r.x - |x|^2/2)/sqrt(m) on x = q/D^(1/4), so E[phi(q).phi(k)] = exp(q.k/sqrt(D))."""
 
     name = "favor"
-    method_options = {"num_features": None, "redraw_interval": 0, "seed": 0}
+    method_options = {**FeatureMapAttention.method_options, "num_features": None, "redraw_interval": 0, "seed": 0}
 
     def __init__(self, head_dim: int, impl: str = "auto", **options) -> None:
         super().__init__(head_dim, impl, **options)
-        m = self.options["num_features"]
-        m = max(1, round(head_dim * math.log(head_dim))) if m is None else positive_int("favor", "num_features", m)
-        self.redraw_interval = self.options["redraw_interval"]
-        if not isinstance(self.redraw_interval, int) or isinstance(self.redraw_interval, bool) or self.redraw_interval < 0:
-            raise MethodError(f"favor: option redraw_interval must be an integer >= 0 (0 = never), got {self.redraw_interval!r}")
-        self.seed = self.options["seed"]
-        if not isinstance(self.seed, int) or isinstance(self.seed, bool) or self.seed < 0:
-            raise MethodError(f"favor: option seed must be an integer >= 0, got {self.seed!r}")
+        no_choice = self.options["num_features"] is None
+        m = max(1, round(head_dim * math.log(head_dim))) if no_choice else self.int_option("num_features")
+        self.redraw_interval = self.int_option("redraw_interval", minimum=0)  # 0 = never
+        self.seed = self.int_option("seed", minimum=0)
         self._num_features = m
         # Buffers, so that state_dict saves the projection in use and where the redraw schedule is.
         self.register_buffer("projection", orthogonal_gaussian_projection(m, head_dim, draw_generator(self.seed, 0)))

@@ -45,12 +45,11 @@ class LogLinearAttention(AttentionMethod):
     impls = ("naive", "chunk", "triton")
     cpu_default = "chunk"
 
+    method_options = OPTIONS
+
     def __init__(self, head_dim: int, impl: str = "auto", **options: Any) -> None:
-        unknown = sorted(set(options) - set(OPTIONS))
-        if unknown:
-            raise MethodError(f"loglinear: unknown option(s) {', '.join(unknown)}; valid: {', '.join(OPTIONS)}")
-        super().__init__(head_dim, impl)
-        settings = {**OPTIONS, **options}
+        super().__init__(head_dim, impl, **options)
+        settings = self.options
         if settings["feature_map"] not in FEATURE_MAPS:
             raise MethodError(
                 f"loglinear: unknown feature_map {settings['feature_map']!r}; valid: {', '.join(FEATURE_MAPS)}"
@@ -60,8 +59,7 @@ class LogLinearAttention(AttentionMethod):
             raise MethodError(f"loglinear: num_levels must be an integer in 1..63, got {num_levels!r}")
         if num_heads is not None and (not isinstance(num_heads, int) or isinstance(num_heads, bool) or num_heads < 1):
             raise MethodError(f"loglinear: num_heads must be None or a positive integer, got {num_heads!r}")
-        if not isinstance(settings["decay"], bool):
-            raise MethodError(f"loglinear: decay must be True or False, got {settings['decay']!r}")
+        self.bool_option("decay")
         check_chunk_size(settings["chunk_size"])
         self.feature_map_name = settings["feature_map"]
         self.num_levels, self.num_heads = num_levels, num_heads
@@ -77,8 +75,7 @@ class LogLinearAttention(AttentionMethod):
     # -- the learned pieces, computed in float32 for every implementation -----------------------
     def feature_map(self, x: torch.Tensor, kind: str) -> torch.Tensor:
         """phi(x) in float32 for ``kind`` "query" or "key" (the same map), as the kernelized methods."""
-        if kind not in ("query", "key"):
-            raise MethodError(f"loglinear: feature kind must be 'query' or 'key', got {kind!r}")
+        self.check_kind(kind)
         return FEATURE_MAPS[self.feature_map_name](x.float())
 
     def _per_head(self, parameter: torch.Tensor, heads: int) -> torch.Tensor:

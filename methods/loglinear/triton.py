@@ -13,7 +13,6 @@ Import this module only after deciding TRITON_INTERPRET: triton reads it when th
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
 import triton
 import triton.language as tl
 

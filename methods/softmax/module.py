@@ -17,11 +17,6 @@ class SoftmaxAttention(AttentionMethod):
     impls = ("naive", "sdpa")
     cpu_default = "sdpa"
 
-    def __init__(self, head_dim: int, impl: str = "auto", **options) -> None:
-        if options:
-            raise MethodError(f"softmax takes no options, got: {', '.join(sorted(options))}")
-        super().__init__(head_dim, impl)
-
     def _forward_naive(self, q, k, v, causal):
         return softmax_attention(q, k, v, causal)
 

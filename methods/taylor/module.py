@@ -8,8 +8,7 @@ import torch
 from torch import nn
 
 from methods._featuremap.maps import second_order_taylor
-from methods._featuremap.module import FeatureMapAttention, positive_int
-from methods.base import MethodError
+from methods._featuremap.module import FeatureMapAttention
 from methods.registry import register
 
 
@@ -18,21 +17,19 @@ class TaylorAttention(FeatureMapAttention):
     """phi(q).phi(k) = 1 + s + s^2/2, s = q.k/sqrt(d); q and k optionally projected to d first."""
 
     name = "taylor"
-    method_options = {"feature_dim": None, "symmetric_half": False}
+    method_options = {**FeatureMapAttention.method_options, "feature_dim": None, "symmetric_half": False}
 
     def __init__(self, head_dim: int, impl: str = "auto", **options) -> None:
         super().__init__(head_dim, impl, **options)
         feature_dim = self.options["feature_dim"]
-        self.symmetric_half = self.options["symmetric_half"]
-        if not isinstance(self.symmetric_half, bool):
-            raise MethodError(f"taylor: option symmetric_half must be true or false, got {self.symmetric_half!r}")
+        self.symmetric_half = self.bool_option("symmetric_half")
         if feature_dim is None:
             self.query_projection = self.key_projection = None
             self.map_dim = head_dim
         else:
             # Based projects to 16 dims so that the d^2 features stay cheap; one map for queries,
             # one for keys, shared by all heads. Their std 1/sqrt(D) keeps |x|^2 near |q|^2 at init.
-            self.map_dim = positive_int("taylor", "feature_dim", feature_dim)
+            self.map_dim = self.int_option("feature_dim")
             self.query_projection = nn.Linear(head_dim, self.map_dim, bias=False)
             self.key_projection = nn.Linear(head_dim, self.map_dim, bias=False)
             for projection in (self.query_projection, self.key_projection):
