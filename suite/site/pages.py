@@ -107,9 +107,8 @@ def board_page(rows: list[Row], tasks: list[str], references: list[ReferenceRow]
              "header to sort; seeds link to each run's page.</p>"]
     if show_lra:
         notes.append(f'<p class="rule">{h(LRA_RULE)}</p>')
-    return (filters + '<table class="board sortable filterable"><thead><tr>' + "".join(head)
-            + "</tr></thead><tbody>" + "".join(body) + "</tbody>" + ref + "</table>"
-            + "".join(notes) + skipped_note(problems))
+    return ("".join(notes) + filters + '<table class="board sortable filterable"><thead><tr>' + "".join(head)
+            + "</tr></thead><tbody>" + "".join(body) + "</tbody>" + ref + "</table>" + skipped_note(problems))
 
 
 def reference_body(references: list[ReferenceRow], tasks: list[str], show_avg: bool) -> str:
