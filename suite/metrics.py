@@ -45,6 +45,23 @@ KERNEL_METRICS = (
     Metric("fwdbwd_matmul_fraction", "of matmul", "fraction", "higher"),
 )
 
+# mode=fidelity, per (source, N, d_phi) point: errors against exact softmax attention (each a
+# mean / median / p95 / max over queries; the denominator first, it rescales the whole output),
+# then the cost of the linear form beside exact attention's at that N.
+FIDELITY_METRICS = (
+    Metric("denominator_rel_error", "denominator err", "ratio", "lower"),
+    Metric("numerator_rel_error", "numerator err", "ratio", "lower"),
+    Metric("output_rel_error", "output err", "ratio", "lower"),
+    Metric("attention_tv", "attention TV", "ratio", "lower"),
+    Metric("output_rel_error_approx_numerator", "out err, approx num only", "ratio", "lower"),
+    Metric("output_rel_error_approx_denominator", "out err, approx den only", "ratio", "lower"),
+    Metric("feature_map_flops", "feature map FLOPs", "count", "lower"),
+    Metric("kernelized_flops", "linear form FLOPs", "count", "lower"),
+    Metric("exact_attention_flops", "exact FLOPs", "count", None),
+    Metric("kernelized_memory_bytes", "linear form memory", "bytes", "lower"),
+    Metric("exact_attention_memory_bytes", "exact memory", "bytes", None),
+)
+
 BY_NAME = {m.name: m for m in TRAIN_METRICS}
 
 

@@ -1,0 +1,320 @@
+"""mode=fidelity: how far a kernelized method's attention is from exact softmax attention, the
+denominator first (attention is a kernel smoother; a wrong normaliser rescales the whole output).
+
+For every input source (synthetic q, k, v at a grid of score temperatures, and q, k, v captured
+from a softmax model trained on the run's task), sequence length N and feature size d_phi, the job
+measures per query, against float64 exact attention over all N keys (non-causal): the denominator's
+relative error, the numerator's, the output's, the total variation of the attention row, and the
+output error with only the numerator or only the denominator approximated. Each is summarised by
+mean, median, p95 and max over queries, beside the FLOPs and memory of the linear form and of exact
+attention at that N. The grid is ``mode.grids[<budget name>]`` (conf/mode/fidelity.yaml).
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Mapping
+from pathlib import Path
+
+import torch
+from tqdm.auto import tqdm
+
+import methods
+from suite import fidelity_capture, fidelity_plots, records
+from suite.errors import ConfigError
+from suite.fidelity_cost import CostModel, exact_flops, exact_memory_bytes
+from suite.fidelity_measure import ERROR_NAMES, loglog_slope, method_weights, query_errors, scores, summarize
+from suite.metrics import FIDELITY_METRICS, format_value
+from suite.run import JobResult, Outcome
+
+REFERENCE = "softmax"  # the exact method: measured too, its errors are float32 rounding
+POSITIVE_INT_LISTS = ("d_phi", "seq_lens")
+POSITIVE_INTS = ("sequences", "queries", "feature_draws")
+METHOD_NOTES = {
+    "softmax": "softmax is the exact reference, evaluated in float32 as the method computes it (max-shifted "
+               "exp): its errors are float32 rounding, the floor under every other method.",
+    "linear": "elu(x)+1 is not an approximation of exp at all: its denominator sums a different kernel, so "
+              "the denominator and numerator columns measure that change of kernel, not an estimation "
+              "error; attention TV and output error are the comparable columns.",
+    "loglinear": "log-linear attention with lambda = 1 as initialised equals (non-causal) linear attention "
+                 "with elu(x)+1: it estimates a different kernel than exp (see linear); TV and output error "
+                 "are the comparable columns.",
+    "taylor": "taylor: 1 + s + s^2/2 equals exp(s) up to s^3/6, so its error grows with the score temperature, "
+              "not with d_phi; both d_phi rows (all D^2 products, or the symmetric half) define the same "
+              "kernel. feature_dim projections are not swept: untrained, they send queries and keys "
+              "through independent random matrices and approximate no q.k at all.",
+    "favor": "favor: unbiased positive random features; the error should fall as 1/sqrt(d_phi) "
+             "(slopes below), and grows with the score temperature.",
+}
+
+
+# -- the grid ---------------------------------------------------------------------------------------
+
+def select_grid(config: Mapping) -> dict:
+    """The mode's grid for the budget's name, checked: one clear error naming a bad value."""
+    grids, budget = config["mode"].get("grids") or {}, config["budget"]["name"]
+    if budget not in grids:
+        raise ConfigError(f"mode=fidelity has no grid for budget {budget!r}; valid budgets: {', '.join(grids)}")
+    grid = dict(grids[budget])
+    where = f"mode.grids.{budget}"
+    for key in POSITIVE_INT_LISTS:
+        value = grid.get(key)
+        if not isinstance(value, list) or not value or not all(_positive_int(v) for v in value):
+            raise ConfigError(f"{where}.{key} must be a non-empty list of positive integers, got {value!r}")
+    stds = grid.get("score_stds")
+    if not isinstance(stds, list) or not all(isinstance(s, (int, float)) and not isinstance(s, bool) and s > 0 for s in stds):
+        raise ConfigError(f"{where}.score_stds must be a list of positive numbers (may be empty), got {stds!r}")
+    for key in POSITIVE_INTS:
+        if not _positive_int(grid.get(key)):
+            raise ConfigError(f"{where}.{key} must be a positive integer, got {grid.get(key)!r}")
+    if not isinstance(grid.get("captured"), bool):
+        raise ConfigError(f"{where}.captured must be true or false, got {grid.get('captured')!r}")
+    if not stds and not grid["captured"]:
+        raise ConfigError(f"{where}: no input source: score_stds is empty and captured is false")
+    return grid
+
+
+def _positive_int(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value > 0
+
+
+def feature_variants(method: Mapping, grid: Mapping) -> list[dict]:
+    """Option overrides, one per d_phi to measure: FAVOR+'s num_features from the grid; Taylor's
+    full and symmetric-half maps (same kernel, different size); one fixed map otherwise."""
+    own = getattr(methods.get(method["name"]), "method_options", {})
+    if "num_features" in own:
+        return [{"num_features": m} for m in grid["d_phi"]]
+    if "symmetric_half" in own:
+        return [{"symmetric_half": False}, {"symmetric_half": True}]
+    return [{}]
+
+
+def check_method(name: str) -> None:
+    """Only methods with a feature map (or the exact reference) have feature metrics."""
+    cls = methods.get(name)
+    if name != REFERENCE and not hasattr(cls, "feature_map"):
+        kernelized = [m for m in methods.available() if hasattr(methods.get(m), "feature_map")]
+        raise ConfigError(
+            f"mode=fidelity: method {name!r} has no feature map, so it has no feature metrics; valid methods: "
+            f"{', '.join(kernelized)} (and {REFERENCE}, the exact reference)"
+        )
+
+
+# -- input sources ----------------------------------------------------------------------------------
+
+def synthetic_sources(grid: Mapping, head_dim: int, seed: int, device: torch.device) -> list[dict]:
+    """q, k, v ~ N(0, I) with q and k scaled by sqrt(std), so q.k/sqrt(D) has standard deviation
+    ``std``; one draw per temperature at the longest N (shorter N use its prefix)."""
+    longest = max(grid["seq_lens"])
+    sources = []
+    for index, std in enumerate(grid["score_stds"]):
+        generator = torch.Generator().manual_seed(seed * 1_000_003 + index)
+        q, k, v = (torch.randn(grid["sequences"], 1, longest, head_dim, generator=generator) for _ in range(3))
+        sources.append({"name": f"synthetic std={std:g}", "kind": "synthetic", "nominal_score_std": float(std),
+                        "q": (q * std**0.5).to(device), "k": (k * std**0.5).to(device), "v": v.to(device)})
+    return sources
+
+
+def captured_sources(config: Mapping, grid: Mapping, device: torch.device) -> tuple[list[dict], dict]:
+    """One source per attention layer of the trained softmax model, and facts for the record."""
+    cfg = fidelity_capture.capture_config(config, grid.get("capture") or {})
+    model, data, facts = fidelity_capture.trained_model(cfg, device)
+    examples = fidelity_capture.longest_examples(data.test, grid["sequences"])
+    per_layer = fidelity_capture.attention_inputs(model, examples, device)
+    facts.update(task=cfg["task"]["name"], examples=len(examples), length=int(per_layer[0][0].shape[2]))
+    sources = [{"name": f"{cfg['task']['name']} layer {i}", "kind": "captured", "nominal_score_std": None,
+                "q": q, "k": k, "v": v} for i, (q, k, v) in enumerate(per_layer)]
+    return sources, facts
+
+
+# -- one cell of the grid ---------------------------------------------------------------------------
+
+def build_modules(method: Mapping, variant: Mapping, head_dim: int, draws: int, device: torch.device) -> list[torch.nn.Module]:
+    """The method with one variant's options, once per independent random draw (one when the
+    method has no random seed)."""
+    options = {**method["options"], **variant}
+    seeded = "seed" in getattr(methods.get(method["name"]), "method_options", {})
+    count = draws if seeded else 1
+    built = []
+    for draw in range(count):
+        extra = {"seed": (options.get("seed") or 0) + draw} if seeded else {}
+        built.append(methods.build(method["name"], head_dim=head_dim, impl="naive", **{**options, **extra}).to(device).eval())
+    return built
+
+
+def feature_size(module: torch.nn.Module, head_dim: int, device: torch.device) -> int | None:
+    """d_phi: the length of the method's feature vector; None for the exact reference."""
+    if not hasattr(module, "feature_map"):
+        return None
+    return int(module.feature_map(torch.zeros(1, 1, 1, head_dim, device=device), "key").shape[-1])
+
+
+@torch.no_grad()
+def measure_cell(modules: list[torch.nn.Module], source: Mapping, n: int, queries: int, seed: int) -> dict:
+    """Errors of the method over the first ``n`` tokens of ``source``: ``queries`` sampled queries
+    per sequence and head, against all ``n`` keys, pooled over sequences, heads and draws."""
+    q, k, v = (source[key][..., :n, :] for key in ("q", "k", "v"))
+    generator = torch.Generator().manual_seed(seed + n)
+    index = torch.randperm(n, generator=generator)[: min(queries, n)].sort().values.to(q.device)
+    pooled: dict[str, list[torch.Tensor]] = {}
+    score_var = []
+    for module in modules:
+        for b in range(q.shape[0]):  # one sequence at a time: bounded memory for large d_phi
+            q_b, k_b, v_b = q[b : b + 1], k[b : b + 1], v[b : b + 1]
+            s = scores(q_b[..., index, :], k_b)
+            score_var.append(s.var().reshape(1))
+            errors = query_errors(s, v_b, method_weights(module, q_b, k_b, index))
+            for name, value in errors.items():
+                pooled.setdefault(name, []).append(value.flatten())
+    flat = {name: torch.cat(values) for name, values in pooled.items()}
+    # Overflowed queries have no finite error: counted, never averaged. Underflowed ones (the
+    # method outputs 0) are counted and kept: that is what the method computes.
+    overflow, underflow = flat["overflow"], flat["underflow"]
+    cell = {name: summarize(flat[name][~overflow]) for name in ERROR_NAMES}
+    cell.update(queries=int(overflow.numel()), overflow_queries=int(overflow.sum()), underflow_queries=int(underflow.sum()),
+                score_std=float(torch.cat(score_var).mean().sqrt()))
+    return cell
+
+
+def cost_fields(module: torch.nn.Module, n: int, d: int, e: int, f: int | None) -> dict:
+    """FLOPs and memory of exact attention at this N and, for a feature map, of the linear form."""
+    fields = {"exact_attention_flops": exact_flops(n, d, e), "exact_attention_memory_bytes": exact_memory_bytes(n)}
+    if f is not None:
+        cost = CostModel.of(module)
+        fields.update(
+            feature_map_flops=cost.feature_map_flops(n, d, f),
+            kernelized_flops=cost.kernelized_flops(n, d, e, f),
+            kernelized_memory_bytes=cost.kernelized_memory_bytes(n, e, f),
+            flops_vs_exact=cost.kernelized_flops(n, d, e, f) / exact_flops(n, d, e),
+            break_even_d_phi=cost.break_even_features(n, d, e),
+        )
+    return fields
+
+
+def slopes(points: list[dict]) -> list[dict]:
+    """Per source and N, the log-log slope of the mean denominator error against the number of
+    random features (num_features swept): -0.5 is the Monte Carlo rate. Maps of fixed kernel
+    (Taylor's two sizes) have no such law and get no slope."""
+    swept = [p for p in points if "num_features" in p["variant"] and p["denominator_rel_error"]]
+    found = []
+    for source, n in dict.fromkeys((p["source"], p["seq_len"]) for p in swept):
+        row = [p for p in swept if p["source"] == source and p["seq_len"] == n]
+        if len({p["d_phi"] for p in row}) < 2:
+            continue
+        slope = loglog_slope([p["d_phi"] for p in row], [p["denominator_rel_error"]["mean"] for p in row])
+        found.append({"source": source, "seq_len": n, "denominator_error_slope": slope})
+    return found
+
+
+# -- the job ----------------------------------------------------------------------------------------
+
+def job(config: Mapping, device: torch.device) -> JobResult:
+    """mode=fidelity: every (source, N, d_phi) cell of the budget's grid, one record."""
+    method = config["method"]
+    check_method(method["name"])
+    grid = select_grid(config)
+    head_dim = config["model"]["d_model"] // config["model"]["num_heads"]
+    seed = config["seed"]
+    variants = feature_variants(method, grid)
+
+    sources = synthetic_sources(grid, head_dim, seed, device)
+    capture = None
+    if grid["captured"]:
+        captured, capture = captured_sources(config, grid, device)
+        sources += captured
+
+    points, skipped = [], []
+    cells = [(s, n, v) for s in sources for n in grid["seq_lens"] for v in variants]
+    for source, n, variant in tqdm(cells, desc=f"fidelity of {method['name']}", unit="cell", dynamic_ncols=True, mininterval=0.5):
+        available = source["q"].shape[2]
+        if n > available:
+            skipped.append({"source": source["name"], "seq_len": n, "reason": f"the source has {available} tokens"})
+            continue
+        modules = build_modules(method, variant, head_dim, grid["feature_draws"], device)
+        d_phi = feature_size(modules[0], head_dim, device)
+        point = {"method": method["name"], "source": source["name"], "source_kind": source["kind"],
+                 "nominal_score_std": source["nominal_score_std"], "seq_len": n, "d_phi": d_phi,
+                 "variant": dict(variant), "draws": len(modules)}
+        point.update(measure_cell(modules, source, n, grid["queries"], seed))
+        point.update(cost_fields(modules[0], n, head_dim, source["v"].shape[-1], d_phi))
+        points.append(point)
+
+    task = {"name": capture["task"] if capture else "synthetic", "seq_len": max(grid["seq_lens"]),
+            "head_dim": head_dim, "sources": [s["name"] for s in sources], "causal": False,
+            "capture_model": capture}
+    metrics = {"points": points, "denominator_error_slopes": slopes(points), "skipped": skipped,
+               "causal": False, "note": METHOD_NOTES.get(method["name"])}
+    metrics["plots"] = fidelity_plots.write_plots(metrics, *plot_folder(config, task, device), method["name"])
+    return JobResult(kind="fidelity", outcome=Outcome(metrics=metrics), task=task)
+
+
+def plot_folder(config: Mapping, task: Mapping, device: torch.device) -> tuple[Path, str]:
+    """Where the record will go, and the plots' name stem: the run's config hash, which the record's
+    run id carries (the run id itself is drawn after the job, when the record is made)."""
+    layout = {"kind": "fidelity", "task": task, "method": config["method"], "run_id": "_"}
+    folder = records.record_path(layout, Path(config["results_dir"]).expanduser()).parent
+    return folder, records.config_hash(config, device.type)[:8]
+
+
+# -- the summary ------------------------------------------------------------------------------------
+
+def summary(record: Mapping) -> str:
+    """The table, the denominator's columns first, then the decomposition and the method's note."""
+    m = record["metrics"]
+    head = (f"{record['method']['name']}: fidelity to exact softmax attention "
+            f"({record['config']['budget']['name']} budget, {record['env']['device']}): {record['status']}")
+    lines = [head, "-" * len(head)]
+    if record["error"]:
+        return "\n".join(lines + [f"error: {record['error']}"])
+    lines.append("non-causal: every query sees all N keys; errors are mean (p95) over queries, relative "
+                 "to exact float64 attention")
+    lines += table(m["points"])
+    for slope in m.get("denominator_error_slopes", []):
+        value = slope["denominator_error_slope"]
+        lines.append(f"denominator error ~ d_phi^{value:.2f} on {slope['source']}, N={slope['seq_len']}"
+                     if value is not None else f"no slope on {slope['source']}, N={slope['seq_len']}")
+    lines.append(decomposition_line(m["points"]))
+    for skip in m.get("skipped", []):
+        lines.append(f"skipped {skip['source']} at N={skip['seq_len']}: {skip['reason']}")
+    if m.get("note"):
+        lines.append(m["note"])
+    lines += [f"plot: {name}" for name in m.get("plots", [])]
+    return "\n".join(lines)
+
+
+def table(points: list[dict]) -> list[str]:
+    """One row per point, its columns in FIDELITY_METRICS order (the denominator first)."""
+    errors = [metric for metric in FIDELITY_METRICS if metric.name in ERROR_NAMES]
+    header = ["source", "N", "d_phi", "score std"] + [metric.label for metric in errors] + ["FLOPs vs exact", "flags"]
+    rows = []
+    for p in points:
+        cells = [p["source"], str(p["seq_len"]), "-" if p["d_phi"] is None else str(p["d_phi"]), f"{p['score_std']:.2g}"]
+        for metric in errors:
+            stats = p[metric.name]
+            cells.append("overflow" if stats is None else
+                         f"{format_value(metric, stats['mean'])} ({format_value(metric, stats['p95'])})")
+        cells.append("-" if "flops_vs_exact" not in p else f"{p['flops_vs_exact']:.3g}x")
+        flags = [f"{p[key]} {key.split('_')[0]}" for key in ("overflow_queries", "underflow_queries") if p[key]]
+        cells.append(", ".join(flags) or "-")
+        rows.append(cells)
+    widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
+    render = lambda row: "  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip()  # noqa: E731
+    return [render(header), render(["-" * w for w in widths]), *map(render, rows)]
+
+
+def decomposition_line(points: list[dict]) -> str:
+    """Which approximated part drives the output error: in how many cells, and medians over cells
+    of the per-cell mean errors (a few exploding cells would swamp a mean)."""
+    usable = [p for p in points if p["output_rel_error"] is not None]
+    if not usable:
+        return "decomposition: every cell overflowed"
+    den = [p["output_rel_error_approx_denominator"]["mean"] for p in usable]
+    num = [p["output_rel_error_approx_numerator"]["mean"] for p in usable]
+    both = [p["output_rel_error"]["mean"] for p in usable]
+    larger = sum(d > n for d, n in zip(den, num))
+    below = sum(b < min(d, n) for b, d, n in zip(both, den, num))
+    return (f"decomposition: the approximate denominator alone (exact numerator) errs more than the approximate "
+            f"numerator alone (exact denominator) in {larger} of {len(usable)} cells; median over cells of the "
+            f"mean output error: denominator only {statistics.median(den):.3g}, numerator only "
+            f"{statistics.median(num):.3g}, both {statistics.median(both):.3g}; both together err less than "
+            f"either alone in {below} cells (their errors cancel in the ratio)")

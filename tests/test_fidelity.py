@@ -1,0 +1,207 @@
+"""mode=fidelity: the entry point at budget smoke, the measurements where the truth is known, the
+1/sqrt(d_phi) law of FAVOR+, the decomposition's bounds, and the answers to bad input."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from torch import nn
+
+import methods
+from methods.base import AttentionMethod
+from methods.registry import REGISTRY
+from suite import fidelity, fidelity_capture, records
+from suite.errors import ConfigError
+from suite.fidelity_measure import ScaledWeights, method_weights, query_errors, scale_rows, scores
+from suite.run import run
+from tests.test_cli import cli
+
+CPU = torch.device("cpu")
+HEAD_DIM = 16
+
+
+def synthetic(std: float, n: int, sequences: int = 2, seed: int = 0) -> dict:
+    grid = {"seq_lens": [n], "score_stds": [std], "sequences": sequences}
+    return fidelity.synthetic_sources(grid, HEAD_DIM, seed, CPU)[0]
+
+
+def measure(method: str, std: float, n: int = 64, queries: int = 32, draws: int = 1, sequences: int = 2, **options) -> dict:
+    modules = fidelity.build_modules({"name": method, "options": options}, {}, HEAD_DIM, draws, CPU)
+    return fidelity.measure_cell(modules, synthetic(std, n, sequences), n, queries, seed=0)
+
+
+def test_cli_smoke_writes_a_fidelity_record_for_every_cell(tmp_path, data_dir):
+    results = tmp_path / "results"
+    done = cli("mode=fidelity", "method=favor", "budget=smoke", f"results_dir={results}", data_dir=data_dir, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    [path] = list(results.rglob("*.json"))
+    record = records.read_record(path)
+    assert record["kind"] == "fidelity" and record["status"] == "ok" and record["method"]["name"] == "favor"
+    grid = record["config"]["mode"]["grids"]["smoke"]
+    points = record["metrics"]["points"]
+    sources = record["task"]["sources"]
+    assert any(s.startswith("listops layer") for s in sources) and any(s.startswith("synthetic") for s in sources)
+    cells = {(p["source"], p["seq_len"], p["d_phi"]) for p in points}
+    assert cells == {(s, n, m) for s in sources for n in grid["seq_lens"] for m in grid["d_phi"]}
+    for p in points:
+        stats = p["denominator_rel_error"]
+        assert set(stats) == {"mean", "median", "p95", "max"}
+        assert all(math.isfinite(v) and v >= 0 for v in stats.values()), p
+        assert stats["median"] <= stats["p95"] <= stats["max"]
+    # The plots lie beside the record under the names it lists; the table puts the denominator first.
+    assert record["metrics"]["plots"]
+    for name in record["metrics"]["plots"]:
+        assert (path.parent / name).read_text().startswith("<svg")
+    header = next(line for line in done.stdout.splitlines() if line.startswith("source"))
+    assert header.index("denominator err") < header.index("numerator err") < header.index("output err")
+    assert f"record: {path}" in done.stdout
+
+
+def test_taylor_is_exact_on_tiny_scores():
+    cell = measure("taylor", std=1e-3)  # exp(s) - (1 + s + s^2/2) = s^3/6 ~ 1e-10
+    for name in ("denominator_rel_error", "numerator_rel_error", "output_rel_error", "attention_tv"):
+        assert cell[name]["max"] < 1e-5, (name, cell[name])
+    assert cell["denominator_rel_error"]["max"] < 1e-6
+
+
+def test_favor_with_many_features_is_close():
+    cell = measure("favor", std=0.05, num_features=4096)
+    assert cell["denominator_rel_error"]["mean"] < 0.02, cell["denominator_rel_error"]
+    assert cell["output_rel_error"]["mean"] < 0.05, cell["output_rel_error"]
+    assert cell["attention_tv"]["mean"] < 0.02, cell["attention_tv"]
+
+
+def test_softmax_reference_errs_by_float32_rounding_only():
+    cell = measure("softmax", std=2.0)
+    for name in fidelity.ERROR_NAMES:
+        assert cell[name]["max"] < 1e-5, (name, cell[name])
+
+
+def test_favor_denominator_error_falls_as_inverse_sqrt_of_features():
+    features = [16, 64, 256, 1024]
+    errors = [measure("favor", std=0.25, draws=8, sequences=4, num_features=m)["denominator_rel_error"]["mean"]
+              for m in features]
+    point = lambda m, e: {"source": "s", "seq_len": 64, "d_phi": m, "variant": {"num_features": m},  # noqa: E731
+                          "denominator_rel_error": {"mean": e}}
+    [slope] = fidelity.slopes([point(m, e) for m, e in zip(features, errors)])
+    assert -0.65 <= slope["denominator_error_slope"] <= -0.35, (slope, errors)
+
+
+@pytest.mark.parametrize("method, std, options", [
+    ("favor", 1.0, {"num_features": 32}), ("favor", 3.0, {"num_features": 64}), ("taylor", 2.0, {}), ("linear", 1.0, {}),
+])
+def test_decomposition_parts_bound_the_total(method, std, options):
+    # o^ - o = (N^ - N)/(D^+eps) + o (D/(D^+eps) - 1): the total lies within the triangle bounds of its parts.
+    source = synthetic(std, 64)
+    module = methods.build(method, head_dim=HEAD_DIM, impl="naive", **options)
+    index = torch.arange(64)
+    errors = query_errors(scores(source["q"], source["k"]), source["v"], method_weights(module, source["q"], source["k"], index))
+    numerator_part = errors["output_rel_error_approx_numerator"] / errors["denominator_ratio"]
+    denominator_part = errors["output_rel_error_approx_denominator"]
+    total = errors["output_rel_error"]
+    slack = 1e-9 * (1 + numerator_part + denominator_part)
+    assert (total <= numerator_part + denominator_part + slack).all()
+    assert (total >= (numerator_part - denominator_part).abs() - slack).all()
+    assert torch.equal(errors["output_rel_error_approx_numerator"], errors["numerator_rel_error"])
+    # The denominator-only part is a function of the denominator's error alone: |1/(1+delta) - 1|.
+    ratio = errors["denominator_ratio"]
+    assert torch.allclose(denominator_part, (1 / ratio - 1).abs(), rtol=1e-9)
+
+
+def loglinear_with_unequal_levels() -> nn.Module:
+    module = methods.build("loglinear", head_dim=HEAD_DIM, impl="naive")
+    with torch.no_grad():  # lambda != 1, so that a wrong level would show
+        module.level_weight.normal_(0, 0.3, generator=torch.Generator().manual_seed(1))
+        module.level_bias.normal_(0, 1.0, generator=torch.Generator().manual_seed(2))
+    return module
+
+
+@pytest.mark.parametrize("name", ["favor", "taylor", "linear", "loglinear", "softmax"])
+def test_weights_give_each_methods_own_output(name):
+    source = synthetic(1.0, 48)
+    q, k, v = source["q"], source["k"], source["v"]
+    module = loglinear_with_unequal_levels() if name == "loglinear" else methods.build(name, head_dim=HEAD_DIM, impl="naive")
+    exact = torch.softmax(scores(q, k), -1) @ v.double()
+    own = module(q, k, v, causal=False).double()
+    expected = (own - exact).norm(dim=-1) / exact.norm(dim=-1)
+    measured = query_errors(scores(q, k), v, method_weights(module, q, k, torch.arange(48)))["output_rel_error"]
+    assert torch.allclose(measured, expected, rtol=1e-3, atol=2e-6), (measured - expected).abs().max()
+
+
+class OverflowingMap(nn.Module):
+    """A feature map whose float32 exponentials overflow for every query."""
+
+    def feature_map(self, x: torch.Tensor, kind: str) -> torch.Tensor:
+        return torch.exp(100.0 * x.float().abs())
+
+
+def test_overflow_is_counted_and_shown_never_nan():
+    source = synthetic(1.0, 32)
+    cell = fidelity.measure_cell([OverflowingMap()], source, 32, 8, seed=0)
+    assert cell["overflow_queries"] == cell["queries"] == 16
+    assert all(cell[name] is None for name in fidelity.ERROR_NAMES)
+    point = {"source": "s", "seq_len": 32, "d_phi": 16, **cell}
+    rendered = "\n".join(fidelity.table([point]))
+    assert "overflow" in rendered and "nan" not in rendered.lower()
+
+
+def test_underflowed_weights_count_and_give_a_zero_output():
+    errors = query_errors(torch.full((1, 3, 5), 2.0, dtype=torch.float64), torch.randn(1, 5, 4),
+                          scale_rows(torch.zeros(1, 3, 5), eps=1e-6))
+    assert errors["underflow"].all() and not errors["overflow"].any()
+    assert torch.allclose(errors["denominator_rel_error"], torch.ones(1, 3, dtype=torch.float64), atol=1e-9)
+    assert torch.allclose(errors["output_rel_error"], torch.ones(1, 3, dtype=torch.float64))  # N^ = 0: the method outputs 0
+
+
+def test_denominators_beyond_float64_exp_are_compared_in_log_space():
+    s = torch.tensor([[[800.0, 799.0]]], dtype=torch.float64)  # exp(800) overflows float64
+    weights = ScaledWeights(torch.tensor([[[1.0, math.exp(-1.0)]]], dtype=torch.float64), torch.tensor([[800.0 + math.log(1.1)]], dtype=torch.float64))
+    errors = query_errors(s, torch.ones(1, 2, 3), weights)
+    assert not errors["overflow"].any()
+    assert errors["denominator_rel_error"].item() == pytest.approx(0.1, rel=1e-9)
+
+
+@pytest.mark.parametrize("override, named", [
+    ("mode.grids.smoke.d_phi=[]", "mode.grids.smoke.d_phi must be a non-empty list of positive integers, got []"),
+    ("mode.grids.smoke.d_phi=[8,-4]", "mode.grids.smoke.d_phi must be a non-empty list of positive integers, got [8, -4]"),
+    ("mode.grids.smoke.seq_lens=[]", "mode.grids.smoke.seq_lens must be a non-empty list of positive integers, got []"),
+    ("mode.grids.smoke.seq_lens=[0,32]", "mode.grids.smoke.seq_lens must be a non-empty list of positive integers"),
+    ("mode.grids.smoke.queries=0", "mode.grids.smoke.queries must be a positive integer, got 0"),
+])
+def test_bad_grid_is_one_clear_error_before_any_work(make_config, tmp_path, override, named):
+    config = make_config("mode=fidelity", "method=favor", override)
+    with pytest.raises(ConfigError) as caught:
+        run(config)
+    assert named in str(caught.value)
+    assert not list((tmp_path / "results").rglob("*.json"))
+
+
+def test_method_without_feature_map_is_a_clear_error(make_config, monkeypatch):
+    class WindowAttention(AttentionMethod):
+        name = "window_for_test"
+        impls = ("naive",)
+        cpu_default = "naive"
+
+    monkeypatch.setitem(REGISTRY, WindowAttention.name, WindowAttention)
+    config = make_config("mode=fidelity", "method=favor")
+    config["method"] = {"name": "window_for_test", "impl": "auto", "options": {}}
+    with pytest.raises(ConfigError) as caught:
+        fidelity.job(config, CPU)
+    message = str(caught.value)
+    assert "'window_for_test' has no feature map" in message
+    assert all(name in message for name in ("favor", "taylor", "linear", "loglinear", "softmax"))
+
+
+def test_capture_model_is_trained_once_then_loaded(make_config):
+    config = make_config("mode=fidelity", "method=favor")
+    cfg = fidelity_capture.capture_config(config, config["mode"]["grids"]["smoke"]["capture"])
+    first, _, _ = fidelity_capture.trained_model(cfg, CPU)
+    second, data, facts = fidelity_capture.trained_model(cfg, CPU)
+    assert not facts["trained_now"] and fidelity_capture.checkpoint_path(cfg, CPU).exists()
+    for (key, a), b in zip(first.state_dict().items(), second.state_dict().values()):
+        assert torch.equal(a, b), key
+    examples = fidelity_capture.longest_examples(data.test, 2)
+    [(q, k, v)] = fidelity_capture.attention_inputs(second, examples, CPU)  # the smoke model has one layer
+    assert q.shape == k.shape == (2, config["model"]["num_heads"], min(len(e) for e in examples), HEAD_DIM)
