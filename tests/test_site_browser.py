@@ -1,8 +1,8 @@
 """The built site in real headless Chromium, opened from disk: no console errors, a click on a
 column header sorts the board, the filters hide rows, every plot draws something, links resolve.
 
-Not skipped when Chromium is missing: it fails saying what to install (CI installs it). It takes
-longer than the default run allows, so it is marked slow: `python -m pytest -m slow tests/test_site_browser.py`.
+Never skipped: without Chromium, its driver or selenium it fails saying what to install (CI installs
+them). About 12-20 s on a 2-core machine, most of it starting the browser once per module.
 """
 
 from __future__ import annotations
@@ -14,8 +14,6 @@ import pytest
 from suite.site import build_site
 from suite.site.browser import chromium, console_errors
 from tests.test_site import write_fixture_results
-
-pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")

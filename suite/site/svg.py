@@ -11,8 +11,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from html import escape
 
-WIDTH, HEIGHT = 720, 400
-LEFT, RIGHT, TOP, BOTTOM = 78, 190, 36, 52  # the right margin holds the legend
+PLOT_WIDTH, HEIGHT = 530, 400  # PLOT_WIDTH: left margin and axes; the legend is added to its right
+LEFT, TOP, BOTTOM = 78, 36, 52
+CHAR_WIDTH = 6.6  # of the legend's 11px font, to size the legend to its longest label
 PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2",
            "#17becf", "#bcbd22", "#7f7f7f")
 
@@ -125,13 +126,15 @@ def plot(title: str, x: Axis, y: Axis, series: Sequence[Series], *, markers: Seq
     """An SVG figure: axes with ticks, one line or point set per series, a legend, markers."""
     xs = [p[0] for s in series for p in s.points] + [f[0] for s in series for f in s.failed]
     ys = [p[1] for s in series for p in s.points]
-    sx = _Scale(xs, x, LEFT, WIDTH - RIGHT)
+    labels = [s.label for s in series] + ["x on top: no value (failed)", "Pareto frontier"]
+    width = PLOT_WIDTH + 50 + int(CHAR_WIDTH * max(map(len, labels)))
+    sx = _Scale(xs, x, LEFT, PLOT_WIDTH)
     sy = _Scale(ys, y, HEIGHT - BOTTOM, TOP)
-    out = [f'<svg class="plot" viewBox="0 0 {WIDTH} {HEIGHT}" '
-           f'width="{WIDTH}" height="{HEIGHT}" role="img" aria-label="{escape(title)}">',
+    out = [f'<svg class="plot" viewBox="0 0 {width} {HEIGHT}" '
+           f'width="{width}" height="{HEIGHT}" role="img" aria-label="{escape(title)}">',
            f"<title>{escape(title)}</title>",
            _text(LEFT, 15, title, class_="plot-title")]
-    x0, x1, y0, y1 = LEFT, WIDTH - RIGHT, HEIGHT - BOTTOM, TOP
+    x0, x1, y0, y1 = LEFT, PLOT_WIDTH, HEIGHT - BOTTOM, TOP
     out.append(f'<rect class="frame" x="{x0}" y="{y1}" width="{x1 - x0}" height="{y0 - y1}"/>')
     for t in sx.ticks():
         px = sx(t)
