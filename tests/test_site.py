@@ -80,14 +80,15 @@ def decode_record(method: str) -> dict:
 
 
 def write_fixture_results(root: Path) -> Path:
-    """Records of two methods on two tasks, kernel and fidelity records, a corrupt file and a
-    record of an unknown schema."""
+    """Records of two methods on two tasks (and one method named like a script), kernel, fidelity
+    and decode records, a corrupt file and a record of an unknown schema."""
     for seed, (soft, lin) in enumerate(((0.40, 0.30), (0.50, 0.34))):
         write_record(train_record("softmax", "listops", seed, soft), root)
         write_record(train_record("linear", "listops", seed, lin), root)
         write_record(train_record("softmax", "mqar", seed, 0.9), root)
     write_record(train_record("linear", "mqar", 0, 0.8), root)
     write_record(train_record("linear", "mqar", 1, None, status="diverged", error=SCRIPT), root)
+    write_record(train_record(SCRIPT, "mqar", 0, 0.5), root)  # into tables, legends, file paths
     write_record(kernel_record("softmax", {"naive": lambda n: 1e-9 * n * n}), root)
     write_record(kernel_record("linear", {"chunk": lambda n: 1e-6 * n, "sdpa": lambda n: 0.5e-9 * n * n}), root)
     fidelity = write_record(fidelity_record("favor"), root)
@@ -126,8 +127,10 @@ def test_record_text_is_escaped_everywhere(built):
         if path.suffix == ".html":
             assert "<script>alert" not in text, path
             assert text.count("<script") == 1 and '<script src="' in text, path  # only board.js
+    escaped = "&lt;script&gt;alert(&#x27;x&#x27;)&lt;/script&gt;"
     run_pages = [t for p, t in pages.items() if "runs" in p.parts and "diverged" in t]
-    assert run_pages and "&lt;script&gt;alert(&#x27;x&#x27;)&lt;/script&gt;" in run_pages[0]
+    assert run_pages and escaped in run_pages[0]
+    assert escaped in pages[out / "index.html"] and escaped in pages[out / "plots.html"]  # board, legend
 
 
 def test_bad_files_are_skipped_with_a_warning_naming_them(built, tmp_path, capsys):
