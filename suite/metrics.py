@@ -45,6 +45,25 @@ KERNEL_METRICS = (
     Metric("fwdbwd_matmul_fraction", "of matmul", "fraction", "higher"),
 )
 
+# mode=decode, per (batch size, context length) point of the sweep.
+DECODE_METRICS = (
+    Metric("batch_size", "batch", "count", None),
+    Metric("context_length", "context", "count", None),
+    Metric("prefill_s", "prefill", "s", "lower"),
+    Metric("prefill_tokens_per_s", "prefill tok/s", "tokens/s", "higher"),
+    Metric("decode_latency_median_s", "median/token", "s", "lower"),
+    Metric("decode_latency_p99_s", "p99/token", "s", "lower"),
+    Metric("decode_tokens_per_s", "decode tok/s", "tokens/s", "higher"),
+    Metric("state_bytes", "state", "bytes", "lower"),
+    Metric("live_states", "live states", "count", None),
+)
+
+# mode=decode, per batch size: the shortest context from which on the method beats the reference.
+DECODE_CROSSOVER_METRICS = (
+    Metric("latency_crossover_context", "faster per token from context", "count", "lower"),
+    Metric("memory_crossover_context", "smaller state from context", "count", "lower"),
+)
+
 # mode=fidelity, per (source, N, d_phi) point: errors against exact softmax attention (each a
 # mean / median / p95 / max over queries; the denominator first, it rescales the whole output),
 # then the cost of the linear form beside exact attention's at that N.
@@ -62,7 +81,7 @@ FIDELITY_METRICS = (
     Metric("exact_attention_memory_bytes", "exact memory", "bytes", None),
 )
 
-BY_NAME = {m.name: m for m in TRAIN_METRICS}
+BY_NAME = {m.name: m for m in (*TRAIN_METRICS, *DECODE_METRICS, *DECODE_CROSSOVER_METRICS)}
 
 
 def format_bytes(value: float) -> str:
@@ -90,6 +109,8 @@ def format_value(metric: Metric, value: float | int | None) -> str:
     if metric.unit == "bytes":
         return format_bytes(value)
     if metric.unit == "s":
+        if value < 1e-3:  # decode steps take microseconds
+            return f"{value * 1e6:.0f} us"
         return f"{value * 1e3:.1f} ms" if value < 1 else f"{value:.1f} s"
     if metric.unit == "tokens":
         return f"{value:,.0f}"
