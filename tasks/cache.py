@@ -1,7 +1,7 @@
 """Generated tasks' plumbing: per-split seeds, config validation, the keyed Arrow cache of
 generated splits, and a torch view of per-token targets.
 
-The atomic cache itself is ``tasks.lra.common.cached_splits``; this module adds the key (every
+The atomic cache itself is ``tasks.common.cached_splits``; this module adds the key (every
 field that defines the data) and the conversion from generated tensors to Arrow columns.
 """
 
@@ -18,7 +18,7 @@ import torch
 from torch.utils.data import Dataset
 
 from tasks.base import TaskError
-from tasks.lra.common import cached_splits
+from tasks.common import cached_splits
 
 SPLITS = ("train", "val", "test")
 IGNORE_LABEL = -100  # token targets: positions that are not scored

@@ -234,9 +234,9 @@ def test_missing_local_release_says_where_and_how(tmp_path: Path) -> None:
     ("overrides", "says"),
     [
         ({"source": "remote"}, "task.source='remote': valid choices are generate, local"),
-        ({"num_train": 0}, "task.num_train=0: expected a positive integer"),
-        ({"seq_len": "long"}, "task.seq_len='long': expected a positive integer"),
-        ({"data_seed": None}, "task.data_seed=None: expected an integer"),
+        ({"num_train": 0}, "task.num_train=0: expected an integer >= 1"),
+        ({"seq_len": "long"}, "task.seq_len='long': expected an integer >= 1"),
+        ({"data_seed": None}, "task.data_seed=None: expected an integer >= 0"),
     ],
 )
 def test_bad_config_is_one_clear_error(tmp_path: Path, overrides: dict, says: str) -> None:

@@ -141,7 +141,7 @@ def test_zoology_preset_pairs_each_length_with_its_pairs_and_batch():
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
         seen = {}
         for seq_len in (64, 128, 256):
-            cfg = compose("config", overrides=["+experiment=zoology_mqar", f"task.seq_len={seq_len}"],
+            cfg = compose("config", overrides=["experiment=zoology_mqar", f"task.seq_len={seq_len}"],
                           return_hydra_config=True)
             seen[seq_len] = (cfg.task.num_kv_pairs, cfg.budget.batch_size)
             assert cfg.task.name == "mqar" and cfg.task.vocab_size == 8192 and cfg.model.num_layers == 2

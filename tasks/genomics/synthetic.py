@@ -38,7 +38,7 @@ import torch
 from tasks.base import TaskData, TaskError, TaskInfo
 from tasks.cache import choice_option, generated_splits, int_option, split_sizes
 from tasks.genomics.nucleotides import ALPHABET, N_ID, VOCAB_SIZE
-from tasks.lra.common import SequenceClassification, majority_baseline
+from tasks.common import SequenceClassification, majority_baseline
 
 FORMAT_VERSION = 1  # part of the cache key: bump when the generated data changes
 DESIGN_STREAM = 7  # seeds the motifs and the Markov table apart from the splits' streams

@@ -23,7 +23,7 @@ from torch.utils.data import Dataset
 from tqdm import tqdm
 
 from tasks.base import TaskData, TaskError, TaskInfo
-from tasks.lra.common import cached_splits, majority_baseline
+from tasks.common import cached_splits, majority_baseline
 from tasks.lra.hub import local_or_hub
 from tasks.lra.png import PNGError, decode_png
 

@@ -31,7 +31,8 @@ import numpy as np
 from tqdm import tqdm
 
 from tasks.base import TaskData, TaskError, TaskInfo
-from tasks.lra.common import (
+from tasks.cache import choice_option, int_option
+from tasks.common import (
     SequenceClassification,
     cached_splits,
     classification_split,
@@ -205,13 +206,6 @@ def read_splits(directory: Path) -> datasets.DatasetDict:
     return datasets.DatasetDict({split: read_split(split_file(directory, split)) for split in SPLITS})
 
 
-def _positive_int(config: Mapping, key: str) -> int:
-    value = config.get(key)
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise TaskError(f"task.{key}={value!r}: expected a positive integer")
-    return value
-
-
 def _local_release(data_dir: Path) -> Path:
     """The unpacked LRA release's ListOps folder; a TaskError saying how to get it otherwise."""
     release = data_dir / RELEASE_DIR
@@ -227,17 +221,13 @@ def _local_release(data_dir: Path) -> Path:
 
 def load(config: Mapping, data_dir: Path) -> TaskData:
     """Build (or read from ``<data_dir>/listops/<key>/``) the splits described by ``config``."""
-    source = config.get("source")
-    if source not in SOURCES:
-        raise TaskError(f"task.source={source!r}: valid choices are {', '.join(SOURCES)}")
-    seq_len = _positive_int(config, "seq_len")
-    sizes = {split: _positive_int(config, f"num_{split}") for split in SPLITS}
+    source = choice_option(config, "source", SOURCES)
+    seq_len = int_option(config, "seq_len")
+    sizes = {split: int_option(config, f"num_{split}") for split in SPLITS}
     data_dir = Path(data_dir)
 
     if source == "generate":
-        seed = config.get("data_seed")
-        if isinstance(seed, bool) or not isinstance(seed, int):
-            raise TaskError(f"task.data_seed={seed!r}: expected an integer")
+        seed = int_option(config, "data_seed", minimum=0)
         key = f"generate-train{sizes['train']}-val{sizes['val']}-test{sizes['test']}-seed{seed}-v{FORMAT_VERSION}"
 
         def build(work_dir: Path) -> datasets.DatasetDict:

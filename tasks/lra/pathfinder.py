@@ -36,7 +36,7 @@ import numpy as np
 from tqdm import tqdm
 
 from tasks.base import TaskData, TaskError, TaskInfo
-from tasks.lra.common import cached_splits, files_fingerprint, majority_baseline
+from tasks.common import cached_splits, files_fingerprint, majority_baseline
 from tasks.lra.image import PixelClassification, pixel_features
 from tasks.lra.png import PNGError, decode_png, encode_png
 

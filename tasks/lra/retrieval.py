@@ -20,7 +20,7 @@ import torch
 from torch.utils.data import Dataset
 
 from tasks.base import TaskData, TaskError, TaskInfo
-from tasks.lra.common import cached_splits, files_fingerprint, majority_baseline
+from tasks.common import cached_splits, files_fingerprint, majority_baseline
 from tasks.lra.text import byte_tokens, sequence_length, token_features
 
 FILES = {"train": "new_aan_pairs.train.tsv", "val": "new_aan_pairs.eval.tsv", "test": "new_aan_pairs.test.tsv"}

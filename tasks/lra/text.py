@@ -17,7 +17,7 @@ from pathlib import Path
 import datasets
 
 from tasks.base import TaskData, TaskError, TaskInfo
-from tasks.lra.common import SequenceClassification, cached_splits, majority_baseline
+from tasks.common import SequenceClassification, cached_splits, majority_baseline
 from tasks.lra.hub import local_or_hub
 
 HUB_IDS = ("stanfordnlp/imdb", "imdb")
