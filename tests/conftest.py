@@ -2,9 +2,16 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
+import torch
+
+# Without CUDA, Triton kernels are tested under the interpreter. Triton decides at import time
+# whether its helpers are interpreted, so the flag is set before any test module imports it.
+if not torch.cuda.is_available():
+    os.environ.setdefault("TRITON_INTERPRET", "1")
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 

@@ -58,6 +58,11 @@ class FeatureMapAttention(AttentionMethod):
         from methods._featuremap.triton import feature_attention_triton
 
         phi_q, phi_k, eps = self.features(q, k, causal)
+        if q.dtype in (torch.bfloat16, torch.float16):
+            # Features are made in float32 (exp and squares need its range); handing them to the
+            # kernels in the input's precision puts their products on the tensor cores. Sums,
+            # states and denominators still accumulate in float32 inside the kernels.
+            phi_q, phi_k = phi_q.to(q.dtype), phi_k.to(q.dtype)
         return feature_attention_triton(phi_q, phi_k, v, causal, eps).to(q.dtype)
 
     # -- the recurrent form: running sums of phi(k) v^T and phi(k), kept in float32 ----------
