@@ -1,8 +1,9 @@
 """The built site in real headless Chromium, opened from disk: no console errors, a click on a
 column header sorts the board, the filters hide rows, every plot draws something, links resolve.
 
-Never skipped: without Chromium, its driver or selenium it fails saying what to install (CI installs
-them). About 12-20 s on a 2-core machine, most of it starting the browser once per module.
+Marked `external` (it needs Debian's chromium and chromium-driver): .ci/run installs them and runs
+these tests after the default run. Never skipped: without Chromium, its driver or selenium it fails
+saying what to install. About 12-20 s on a 2-core machine, most of it starting the browser once.
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ import pytest
 from suite.site import build_site
 from suite.site.browser import chromium, console_errors
 from tests.test_site import write_fixture_results
+
+pytestmark = pytest.mark.external
 
 
 @pytest.fixture(scope="module")
