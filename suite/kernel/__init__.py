@@ -79,6 +79,15 @@ def load_average() -> list[float] | None:
         return None
 
 
+def device_properties(device: torch.device) -> dict | None:
+    """What bounds a GPU kernel: memory, compute capability, multiprocessors (None on the CPU)."""
+    if device.type != "cuda":
+        return None
+    props = torch.cuda.get_device_properties(device)
+    return {"name": props.name, "total_memory_bytes": props.total_memory,
+            "capability": f"{props.major}.{props.minor}", "multiprocessors": props.multi_processor_count}
+
+
 def job(config: Mapping, device: torch.device) -> JobResult:
     """mode=kernel: sweep the grid, derive slopes and crossovers, return the points and summary."""
     grid = select_grid(config)
@@ -110,6 +119,7 @@ def job(config: Mapping, device: torch.device) -> JobResult:
         "load_average_before": load_before,
         "load_average_after": load_average(),
         "cpu_threads": used_threads,
+        "device_properties": device_properties(device),
     }
     task = {"name": TASK_NAME, "seq_len": max(grid["lengths"]), "lengths": grid["lengths"], "batch": grid["batch"],
             "heads": grid["heads"], "head_dims": grid["head_dims"], "value_dim": grid["value_dim"],
@@ -124,7 +134,9 @@ def summary(record: Mapping) -> str:
             f"{record['env']['device_name']}): {record['status']}")
     lines = [head, "-" * len(head)]
     for dtype, rate in m["matmul_reference"].items():
-        lines.append(f"matmul {rate['size']}^3 {dtype}: {rate['flops_per_s'] / 1e9:,.1f} GFLOP/s (the 'of matmul' base)")
+        measured = ", ".join(f"{r / 1e9:,.1f}" for r in rate["measured_flops_per_s"])
+        lines.append(f"matmul {rate['size']}^3 {dtype}: {rate['flops_per_s'] / 1e9:,.1f} GFLOP/s, the best of "
+                     f"{measured} before and after the points (the base of 'of matmul')")
     lines.append(f"load average before/after: {m['load_average_before']} / {m['load_average_after']}")
     lines.append(report.table(m["summary"]))
     if record["error"]:

@@ -70,7 +70,9 @@ def loglog_slope(lengths: Sequence[float], times: Sequence[float]) -> float | No
 
 
 def slope_between(lengths: Sequence[int], times: Sequence[float], low: int, high: int) -> float | None:
-    """The log-log slope over the lengths in [low, high] only; None with fewer than two there."""
+    """The log-log slope over the lengths in [low, high] only; None unless both ends were measured."""
+    if low not in lengths or high not in lengths:
+        return None
     kept = [(n, t) for n, t in zip(lengths, times) if low <= n <= high]
     return loglog_slope([n for n, _ in kept], [t for _, t in kept])
 

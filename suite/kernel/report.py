@@ -106,7 +106,8 @@ def table(rows: Sequence[Mapping]) -> str:
             lines.append(ident + [f"({', '.join(row['statuses'])}: {row.get('reason') or ''})"])
             continue
         lines.append(ident + [cell(m, row) for m in KERNEL_METRICS])
-    widths = [max(len(header[i]), *(len(line[i]) for line in lines if len(line) == len(header)))
+    # A skipped series has its four identifying cells, then the reason in one free-running cell.
+    widths = [max(len(header[i]), *(len(line[i]) for line in lines if i < 4 or len(line) == len(header)))
               for i in range(len(header))]
     fmt = lambda cells: "  ".join(c.ljust(w) for c, w in zip(cells, widths)).rstrip()  # noqa: E731
     out = [fmt(header), fmt(["-" * w for w in widths])]

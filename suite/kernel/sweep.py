@@ -69,11 +69,14 @@ def make_inputs(batch, heads, n, head_dim, value_dim, dtype, device, seed) -> tu
 
 
 def measure_phase(fn: Callable[[], object], device: torch.device, grid: Mapping) -> dict:
-    """Warm up, measure the peak memory of one call, then time the repeats (fewer for slow calls,
-    so that a point takes about ``point_budget_s``, but never under MIN_REPEATS)."""
-    warmup = measure.time_calls(fn, device, grid["warmup"])
+    """Warm up, measure the peak memory of one call, then time the repeats. A slow call (over
+    ``point_budget_s``) gets one warm-up call only and fewer repeats, never under MIN_REPEATS."""
+    for _ in range(grid["warmup"]):
+        last = measure.time_calls(fn, device, 1)[0]
+        if last > grid["point_budget_s"]:  # a slow call is warm after one run; spare the rest
+            break
     memory, memory_source = measure.peak_memory(fn, device)
-    affordable = int(grid["point_budget_s"] / max(warmup[-1], 1e-9))
+    affordable = int(grid["point_budget_s"] / max(last, 1e-9))
     repeats = min(grid["repeats"], max(MIN_REPEATS, affordable))
     timing = measure.spread(measure.time_calls(fn, device, repeats))
     return {**timing, "peak_memory_bytes": memory, "memory_source": memory_source}
@@ -99,11 +102,12 @@ def measure_point(impl: Implementation, inputs: tuple[torch.Tensor, ...], causal
     return found
 
 
-def derived_rates(point: dict, matmul_flops_per_s: float, num_features: int | None, model: str) -> dict:
-    """The FLOP counts of the point, the achieved FLOP/s and their fraction of the matmul rate."""
+def derived_rates(point: dict, matmul_flops_per_s: float) -> dict:
+    """The FLOP counts of an ok point, the achieved FLOP/s and their fraction of the matmul rate."""
     fwd = analysis.forward_flops(
-        model, point["length"], batch=point["batch"], heads=point["heads"], head_dim=point["head_dim"],
-        value_dim=point["value_dim"], causal=point["causal"], num_features=num_features,
+        point["flop_model"], point["length"], batch=point["batch"], heads=point["heads"],
+        head_dim=point["head_dim"], value_dim=point["value_dim"], causal=point["causal"],
+        num_features=point["num_features"],
     )
     found = {"fwd_flops": fwd, "fwdbwd_flops": analysis.BACKWARD_FACTOR * fwd}
     for phase in PHASES:
@@ -124,57 +128,66 @@ def describe(point: dict) -> str:
 
 
 def run_sweep(config: Mapping, grid: Mapping, device: torch.device, log: Callable[[str], None] = print) -> Sweep:
-    """Measure every point of ``grid`` for ``config['method']`` on ``device``."""
+    """Measure every point of ``grid`` for ``config['method']`` on ``device``, then each point's
+    FLOP rate against the best of the matmul rates measured before and after the points (other
+    load on the machine lowers a single measurement)."""
     method = config["method"]
     sweep = Sweep()
-    value_dim = grid["value_dim"]
+    dtype_reasons = {name: dtype_unsupported(DTYPES[name], device) for name in grid["dtypes"]}
+    rates: dict[str, list[dict]] = {name: [] for name, reason in dtype_reasons.items() if reason is None}
+
+    def measure_matmul(when: str) -> None:
+        for name, found in rates.items():
+            found.append(measure.matmul_rate(grid["matmul_size"], DTYPES[name], device))
+            log(f"matmul {grid['matmul_size']}^3 in {name} ({when}): {found[-1]['flops_per_s'] / 1e9:.1f} GFLOP/s")
+
     try:
+        measure_matmul("before the points")
         for dtype_name in grid["dtypes"]:
-            dtype = DTYPES[dtype_name]
-            dtype_reason = dtype_unsupported(dtype, device)
-            if dtype_reason is None:
-                sweep.matmul[dtype_name] = measure.matmul_rate(grid["matmul_size"], dtype, device)
-                log(f"matmul {grid['matmul_size']}^3 in {dtype_name}: "
-                    f"{sweep.matmul[dtype_name]['flops_per_s'] / 1e9:.1f} GFLOP/s")
             for head_dim in grid["head_dims"]:
                 torch.manual_seed(config["seed"])
                 module = methods.build(method["name"], head_dim=head_dim, impl="auto", **method["options"])
                 module = module.to(device).eval()
                 candidates = (method_implementations(module, grid["impls"], device)
                               + peer_implementations(module, grid["peers"], device))
-                features = getattr(module, "num_features", None)
                 for causal in grid["causal"]:
+                    shape = {"batch": grid["batch"], "heads": grid["heads"], "head_dim": head_dim,
+                             "value_dim": grid["value_dim"] or head_dim, "dtype": dtype_name, "causal": causal,
+                             "num_features": getattr(module, "num_features", None)}
                     for impl in candidates:
-                        shape = {"batch": grid["batch"], "heads": grid["heads"], "head_dim": head_dim,
-                                 "value_dim": value_dim or head_dim, "dtype": dtype_name, "causal": causal}
-                        series = measure_series(impl, shape, grid, device, config["seed"], dtype_reason)
-                        for point in series:
-                            if point["status"] == "ok":
-                                point.update(derived_rates(point, sweep.matmul[dtype_name]["flops_per_s"],
-                                                           features, impl.flop_model))
-                            sweep.points.append(point)
-                            log(describe(point))
+                        sweep.points.extend(measure_series(impl, shape, grid, device, config["seed"],
+                                                           dtype_reasons[dtype_name], log))
+        measure_matmul("after the points")
     except KeyboardInterrupt:
         sweep.interrupted = True
+    for name, found in rates.items():
+        if found:
+            best = max(found, key=lambda r: r["flops_per_s"])
+            sweep.matmul[name] = {**best, "measured_flops_per_s": [r["flops_per_s"] for r in found]}
+    for point in sweep.points:
+        if point["status"] == "ok" and point["dtype"] in sweep.matmul:
+            point.update(derived_rates(point, sweep.matmul[point["dtype"]]["flops_per_s"]))
     return sweep
 
 
 def measure_series(impl: Implementation, shape: Mapping, grid: Mapping, device: torch.device,
-                   seed: int, dtype_reason: str | None) -> list[dict]:
+                   seed: int, dtype_reason: str | None, log: Callable[[str], None] = print) -> list[dict]:
     """One implementation over the grid's lengths; after an OOM or a call over the time limit,
     the longer lengths are skipped with that reason."""
     points, stop_reason = [], None
     cap = grid["max_length"].get(impl.name)
     for n in grid["lengths"]:
-        point = {"impl": impl.name, "source": impl.source, "length": n, **shape, "status": "ok", "reason": None}
+        point = {"impl": impl.name, "source": impl.source, "flop_model": impl.flop_model, "length": n, **shape,
+                 "status": "ok", "reason": None}
         reason = impl.unusable(shape["causal"]) or dtype_reason or stop_reason
         if reason is None and cap is not None and n > cap:
             reason = f"over max_length {cap} for {impl.name} in this grid (memory or time grows as N^2)"
         if reason:
-            points.append({**point, "status": "skipped", "reason": reason})
-            continue
-        point.update(run_point(impl, shape, n, device, grid, seed))
+            point.update(status="skipped", reason=reason)
+        else:
+            point.update(run_point(impl, shape, n, device, grid, seed))
         points.append(point)
+        log(describe(point))
         if point["status"] == "oom":
             stop_reason = f"ran out of memory at N={n}"
         elif point["status"] == "ok" and point["fwdbwd_median_s"] > grid["time_limit_s"]:
