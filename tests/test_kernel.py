@@ -110,6 +110,12 @@ def test_absent_fla_is_skipped_with_the_install_hint(monkeypatch):
     assert [f.name for f in found] == ["fla.chunk_linear_attn"]
     assert "not importable" in found[0].skip_reason and "[gpu]" in found[0].skip_reason
     assert found[0].unusable(causal=True) == found[0].skip_reason
+    import methods
+
+    taylor = methods.build("taylor", head_dim=64)
+    based = {f.name: f.skip_reason for f in implementations.fla_implementations(taylor, torch.device("cuda"))}
+    assert "not importable" in based["fla.parallel_based"]
+    assert based["fla.fused_chunk_based"] == "fla.fused_chunk_based takes q/k dims up to 16, this module's are 64"
 
 
 def kernel_module(name: str):
@@ -158,8 +164,10 @@ def test_crossover_is_interpolated_in_log_space():
 
 
 def test_flop_model_is_positive_and_grows_as_documented():
-    shape = dict(batch=2, heads=3, head_dim=64, value_dim=64)
-    flops = lambda model, n, causal=True, f=None: analysis.forward_flops(model, n, causal=causal, num_features=f, **shape)  # noqa: E731
+    def flops(model: str, n: int, causal: bool = True, f: int | None = None) -> float:
+        return analysis.forward_flops(model, n, batch=2, heads=3, head_dim=64, value_dim=64, causal=causal,
+                                      num_features=f)
+
     for model in analysis.FLOP_MODELS:
         assert flops(model, 1024) > 0
     assert flops("softmax", 2048, False) == pytest.approx(4 * flops("softmax", 1024, False))

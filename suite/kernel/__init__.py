@@ -54,7 +54,8 @@ def check_grid(grid: Mapping, budget: str) -> None:
     where = f"mode=kernel grid {budget!r}"
     missing, unknown = sorted(set(GRID_KEYS) - set(grid)), sorted(set(grid) - set(GRID_KEYS))
     if missing or unknown:
-        raise ConfigError(f"{where}: missing keys {missing}, unknown keys {unknown}; valid keys: {', '.join(GRID_KEYS)}")
+        raise ConfigError(f"{where}: missing keys {missing}, unknown keys {unknown}; "
+                          f"valid keys: {', '.join(GRID_KEYS)}")
     for key, kind in GRID_KEYS.items():
         if not isinstance(grid[key], kind) or isinstance(grid[key], bool):
             raise ConfigError(f"{where}: {key} must be {kind}, got {grid[key]!r}")

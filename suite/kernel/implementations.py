@@ -15,11 +15,12 @@ from functools import partial
 
 import torch
 import torch.nn.functional as F
+from torch import Tensor
 
 import methods
 from methods.base import triton_unusable_reason
 
-Run = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, bool], torch.Tensor]
+Run = Callable[[Tensor, Tensor, Tensor, bool], Tensor]
 PEERS = ("sdpa", "fla")
 SDPA = "sdpa"  # the reference every crossover is measured against
 FLA_INSTALL = "pip install -e '.[gpu]'"
@@ -43,12 +44,12 @@ class Implementation:
         return None
 
 
-def sdpa(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool) -> torch.Tensor:
+def sdpa(q: Tensor, k: Tensor, v: Tensor, causal: bool) -> Tensor:
     """PyTorch's fused softmax attention; it picks its own backend for the device."""
     return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
 
 
-def sdpa_backend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool) -> str:
+def sdpa_backend(q: Tensor, k: Tensor, v: Tensor, causal: bool) -> str:
     """The backend SDPA dispatches to for these inputs: flash_attention, efficient_attention,
     cudnn_attention or math (on the CPU, flash_attention is its CPU flash kernel)."""
     try:
@@ -60,7 +61,8 @@ def sdpa_backend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool
         return f"unknown ({type(exc).__name__})"
 
 
-def method_implementations(module: methods.AttentionMethod, impls: list[str], device: torch.device) -> list[Implementation]:
+def method_implementations(module: methods.AttentionMethod, impls: list[str],
+                           device: torch.device) -> list[Implementation]:
     """The method's own implementations among ``impls``, in the method's order, sharing
     ``module``'s parameters."""
     found = []
@@ -79,13 +81,15 @@ def method_implementations(module: methods.AttentionMethod, impls: list[str], de
     return found
 
 
-def _call_impl(module, forward_name, q, k, v, causal):
+def _call_impl(module: methods.AttentionMethod, forward_name: str,
+               q: Tensor, k: Tensor, v: Tensor, causal: bool) -> Tensor:
     """``module(q, k, v, causal)`` pinned to one implementation (the checks of ``forward`` included)."""
     module.check_inputs(q, k, v)
     return getattr(module, forward_name)(q, k, v, causal)
 
 
-def peer_implementations(module: methods.AttentionMethod, peers: list[str], device: torch.device) -> list[Implementation]:
+def peer_implementations(module: methods.AttentionMethod, peers: list[str],
+                         device: torch.device) -> list[Implementation]:
     """The peers named in ``peers`` for this method (SDPA softmax unless the method has it)."""
     found = []
     if "sdpa" in peers and module.name != "softmax":
@@ -96,24 +100,28 @@ def peer_implementations(module: methods.AttentionMethod, peers: list[str], devi
 
 
 # -- flash-linear-attention -------------------------------------------------------------------------
-# The fla kernels for each method: (module, function) pairs, imported when available. Layout there
-# is (batch, N, heads, dim); the feature maps are applied here so the work matches the method's.
+# The fla kernels for each method: (module, function, largest q/k dim it takes or None), imported
+# when available. Layout there is (batch, N, heads, dim); the feature maps are applied here so the
+# work matches the method's. Based's kernels take the raw q, k (the Taylor map is inside them).
 FLA_KERNELS = {
-    "linear": (("fla.ops.linear_attn", "chunk_linear_attn"),),
-    "favor": (("fla.ops.linear_attn", "chunk_linear_attn"),),
-    "taylor": (("fla.ops.based", "parallel_based"), ("fla.ops.based", "fused_chunk_based")),
-    "loglinear": (("fla.ops.log_linear_attn", "chunk_log_linear_attn"),),
+    "linear": (("fla.ops.linear_attn", "chunk_linear_attn", None),),
+    "favor": (("fla.ops.linear_attn", "chunk_linear_attn", None),),
+    "taylor": (("fla.ops.based", "parallel_based", 128), ("fla.ops.based", "fused_chunk_based", 16)),
+    "loglinear": (("fla.ops.log_linear_attn", "chunk_log_linear_attn", None),),
 }
 
 
 def fla_implementations(module: methods.AttentionMethod, device: torch.device) -> list[Implementation]:
     """fla's kernels for ``module``'s method, or one skipped entry per kernel with the reason."""
     found = []
-    for package, function in FLA_KERNELS.get(module.name, ()):
+    qk_dim = getattr(module, "map_dim", module.head_dim)
+    for package, function, max_dim in FLA_KERNELS.get(module.name, ()):
         name = f"fla.{function}"
         reason, kernel = None, None
         if device.type != "cuda":
             reason = "fla's Triton kernels need a CUDA device"
+        elif max_dim is not None and qk_dim > max_dim:
+            reason = f"{name} takes q/k dims up to {max_dim}, this module's are {qk_dim}"
         else:
             try:
                 kernel = getattr(importlib.import_module(package), function)
@@ -128,11 +136,12 @@ def fla_implementations(module: methods.AttentionMethod, device: torch.device) -
     return found
 
 
-def _heads_last(*tensors: torch.Tensor) -> list[torch.Tensor]:
+def _heads_last(*tensors: Tensor) -> list[Tensor]:
     return [t.transpose(1, 2) for t in tensors]
 
 
-def _fla_feature_attention(kernel, module, q, k, v, causal):
+def _fla_feature_attention(kernel: Callable, module: methods.AttentionMethod,
+                           q: Tensor, k: Tensor, v: Tensor, causal: bool) -> Tensor:
     """chunk_linear_attn on the method's own (stabilised) features, normalised, no extra scale."""
     phi_q, phi_k, _ = module.features(q, k, causal)
     phi_q, phi_k, v_t = _heads_last(phi_q.to(v.dtype), phi_k.to(v.dtype), v)
@@ -140,7 +149,8 @@ def _fla_feature_attention(kernel, module, q, k, v, causal):
     return out.transpose(1, 2)
 
 
-def _fla_based(kernel, module, q, k, v, causal):
+def _fla_based(kernel: Callable, module: methods.AttentionMethod,
+               q: Tensor, k: Tensor, v: Tensor, causal: bool) -> Tensor:
     """Based's kernels compute 1 + s + s^2/2 with s = q.k * scale: the taylor method's kernel."""
     if module.query_projection is not None:
         q, k = module.query_projection(q), module.key_projection(k)
@@ -149,7 +159,8 @@ def _fla_based(kernel, module, q, k, v, causal):
     return out.transpose(1, 2)
 
 
-def _fla_loglinear(kernel, module, q, k, v, causal):
+def _fla_loglinear(kernel: Callable, module: methods.AttentionMethod,
+                   q: Tensor, k: Tensor, v: Tensor, causal: bool) -> Tensor:
     """chunk_log_linear_attn with no decay and the method's level weights; fla shares q and k
     across heads, so heads are folded into the batch. fla does not normalise by a denominator."""
     batch, heads, n, _ = q.shape

@@ -58,7 +58,8 @@ def dtype_unsupported(dtype: torch.dtype, device: torch.device) -> str | None:
     return None
 
 
-def make_inputs(batch, heads, n, head_dim, value_dim, dtype, device, seed) -> tuple[torch.Tensor, ...]:
+def make_inputs(batch: int, heads: int, n: int, head_dim: int, value_dim: int, dtype: torch.dtype,
+                device: torch.device, seed: int) -> tuple[torch.Tensor, ...]:
     """q, k, v (leaves requiring grad) and the output gradient, seeded per length."""
     generator = torch.Generator(device=device).manual_seed(seed + n)
     shapes = ((batch, heads, n, head_dim),) * 2 + ((batch, heads, n, value_dim),) * 2
