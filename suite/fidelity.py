@@ -81,7 +81,7 @@ def _positive_int(value) -> bool:
 def feature_variants(method: Mapping, grid: Mapping) -> list[dict]:
     """Option overrides, one per d_phi to measure: FAVOR+'s num_features from the grid; Taylor's
     full and symmetric-half maps (same kernel, different size); one fixed map otherwise."""
-    own = getattr(methods.get(method["name"]), "method_options", {})
+    own = methods.get(method["name"]).method_options
     if "num_features" in own:
         return [{"num_features": m} for m in grid["d_phi"]]
     if "symmetric_half" in own:
@@ -133,7 +133,7 @@ def build_modules(method: Mapping, variant: Mapping, head_dim: int, draws: int, 
     """The method with one variant's options, once per independent random draw (one when the
     method has no random seed)."""
     options = {**method["options"], **variant}
-    seeded = "seed" in getattr(methods.get(method["name"]), "method_options", {})
+    seeded = "seed" in methods.get(method["name"]).method_options
     count = draws if seeded else 1
     built = []
     for draw in range(count):

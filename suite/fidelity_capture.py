@@ -66,6 +66,10 @@ def trained_model(cfg: Mapping, device: torch.device) -> tuple[nn.Module, object
     train.check_budget(cfg["budget"])
     check_model_config(cfg["model"], cfg["task"]["seq_len"])
     data = train.load_data(cfg)
+    extra = sorted(set(data.test[0]) - {"input_ids", "label"})
+    if extra:  # e.g. retrieval's second tower: whose q, k, v to capture would be unclear
+        raise ConfigError(f"mode=fidelity captures one sequence per example; task {cfg['task']['name']!r} also has "
+                          f"{', '.join(extra)}: pick a single-sequence task (e.g. task=listops) or set captured: false")
     path = checkpoint_path(cfg, device)
     if path.exists():
         payload = torch.load(path, map_location=device, weights_only=True)
