@@ -15,7 +15,8 @@ from __future__ import annotations
 import math
 import statistics
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -293,6 +294,23 @@ def build(method: Mapping, head_dim: int, grid: Grid, device: torch.device) -> A
     return module.to(device).eval()
 
 
+@contextmanager
+def cpu_threads(count: int | None, device: torch.device) -> Iterator[int | None]:
+    """Run with ``count`` torch threads on the CPU (None: torch's default), restored after; yields
+    the count in use (None on CUDA)."""
+    if device.type != "cpu":
+        yield None
+        return
+    if count is not None and (not isinstance(count, int) or isinstance(count, bool) or count < 1):
+        raise ConfigError(f"mode.cpu_threads must be a positive integer or null, got {count!r}")
+    previous = torch.get_num_threads()
+    torch.set_num_threads(count or previous)
+    try:
+        yield torch.get_num_threads()
+    finally:
+        torch.set_num_threads(previous)
+
+
 def job(config: Mapping, device: torch.device) -> JobResult:
     """mode=decode: sweep the method, then the reference (softmax), and compare them."""
     grid = read_grid(config)
@@ -302,14 +320,15 @@ def job(config: Mapping, device: torch.device) -> JobResult:
         methods.get(reference_name)  # unknown reference: fail before any work
     module = build(config["method"], head_dim, grid, device)
 
-    points, interrupted = sweep(module, grid, heads, head_dim, device, config["seed"])
-    metrics: dict = {"impl": module.resolve_impl(device), "points": points}
-    if reference_name not in (None, module.name) and not interrupted:
-        reference = build({"name": reference_name, "impl": "auto", "options": {}}, head_dim, grid, device)
-        reference_points, interrupted = sweep(reference, grid, heads, head_dim, device, config["seed"])
-        metrics["reference"] = {"method": reference_name, "impl": reference.resolve_impl(device),
-                                "points": reference_points}
-        metrics["crossovers"] = crossovers(points, reference_points)
+    with cpu_threads(config["mode"]["cpu_threads"], device) as threads:
+        points, interrupted = sweep(module, grid, heads, head_dim, device, config["seed"])
+        metrics: dict = {"impl": module.resolve_impl(device), "cpu_threads": threads, "points": points}
+        if reference_name not in (None, module.name) and not interrupted:
+            reference = build({"name": reference_name, "impl": "auto", "options": {}}, head_dim, grid, device)
+            reference_points, interrupted = sweep(reference, grid, heads, head_dim, device, config["seed"])
+            metrics["reference"] = {"method": reference_name, "impl": reference.resolve_impl(device),
+                                    "points": reference_points}
+            metrics["crossovers"] = crossovers(points, reference_points)
 
     outcome = Outcome(metrics=metrics)
     if interrupted:

@@ -74,6 +74,13 @@ def test_stepping_equals_the_causal_parallel_naive_form(name, options, n):
 
 
 @pytest.mark.parametrize("n", LENGTHS)
+def test_softmax_sdpa_step_equals_the_causal_naive_form(n):
+    q, k, v = prompt(n)
+    stepped, _ = step_through(build("softmax", {}, impl="sdpa"), q, k, v)
+    assert_close("softmax sdpa o", build("softmax", {})(q, k, v, causal=True), stepped, 1e-4)
+
+
+@pytest.mark.parametrize("n", LENGTHS)
 @pytest.mark.parametrize("name, options", CASES, ids=CASE_IDS)
 def test_the_state_built_from_the_prompt_is_the_stepped_state(name, options, n):
     module = build(name, options)
@@ -189,9 +196,11 @@ def read_only_record(results: Path) -> dict:
 
 def test_decode_job_writes_a_record_with_every_point_and_the_reference(make_config):
     config = make_config("mode=decode", "method=loglinear", "device=cpu")
+    threads_before = torch.get_num_threads()
     path, outcome = run(config)
     record = records.read_record(path)
     assert outcome.status == record["status"] == "ok" and record["kind"] == "decode"
+    assert record["metrics"]["cpu_threads"] == 1 and torch.get_num_threads() == threads_before
     grid = config["mode"]["grids"]["smoke"]
     m = record["metrics"]
     expected = [(b, c) for b in grid["batch_sizes"] for c in grid["context_lengths"]]
@@ -250,6 +259,7 @@ def test_failing_allocations_mid_point_are_oom(make_config, monkeypatch):
     (("mode.grids.smoke.dtype=int8",), "dtype 'int8' unknown"),
     (("method=loglinear", "method.options.num_levels=5"), "takes at most 16"),
     (("mode.reference=nope",), "valid methods"),
+    (("mode.cpu_threads=0",), "mode.cpu_threads must be a positive integer or null"),
 ])
 def test_impossible_decode_configs_are_one_clear_error(make_config, overrides, named):
     config = make_config("mode=decode", "device=cpu", *overrides)
@@ -284,3 +294,13 @@ def test_cli_decode_loglinear_smoke_writes_a_record(tmp_path, data_dir):
     assert record["task"]["name"] == "decode" and record["status"] == "ok"
     assert "median/token" in done.stdout and "against softmax" in done.stdout
     assert f"record: {next(results.rglob('*.json'))}" in done.stdout
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+@pytest.mark.parametrize("name", methods.available())
+def test_decode_smoke_on_cuda(make_config, name):
+    path, outcome = run(make_config("mode=decode", f"method={name}", "device=cuda"))
+    record = records.read_record(path)
+    assert outcome.status == "ok" and record["env"]["device"] == "cuda"
+    assert all(p["status"] == "ok" for p in record["metrics"]["points"])
