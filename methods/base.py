@@ -142,6 +142,11 @@ class AttentionMethod(nn.Module):
         """The empty decoding state for a batch of sequences."""
         raise NotImplementedError
 
+    def prefill_state(self, k: torch.Tensor, v: torch.Tensor) -> Any:
+        """The decoding state after a prompt k (batch, heads, N, D), v (batch, heads, N, E), built in
+        parallel: the state that N calls of ``step`` reach, up to float rounding."""
+        raise NotImplementedError
+
     def step(self, q_t: torch.Tensor, k_t: torch.Tensor, v_t: torch.Tensor, state: Any) -> tuple[torch.Tensor, Any]:
         """One decoding step: q_t, k_t (batch, heads, D), v_t (batch, heads, E) -> (o_t, new state)."""
         raise NotImplementedError

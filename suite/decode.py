@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 import statistics
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,19 +24,12 @@ import torch
 from tqdm.auto import tqdm
 
 import methods
-from methods._featuremap.module import FeatureMapAttention
 from methods.base import AttentionMethod, MethodError
-from methods.loglinear import LogLinearAttention
-from methods.softmax import SoftmaxAttention
-from methods.softmax.cache import new_cache
 from suite.errors import ConfigError
 from suite.metrics import DECODE_CROSSOVER_METRICS, DECODE_METRICS, format_value
 from suite.run import JobResult, Outcome
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
-# Tokens per block when summing a prompt's keys into a state: bounds the feature tensor held at once
-# (taylor's features are D^2 wide).
-STATE_BLOCK = 4096
 
 
 @dataclass(frozen=True)
@@ -71,55 +64,13 @@ def read_grid(config: Mapping) -> Grid:
 
 
 # -- the state a prompt leaves, built in parallel --------------------------------------------------
-def key_sums(phi: Callable[[torch.Tensor], torch.Tensor], k: torch.Tensor, v: torch.Tensor,
-             weight: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-    """(sum_s w_s phi(k_s) v_s^T (B,H,F,E), sum_s w_s phi(k_s) (B,H,F)) in float32 over the tokens of
-    k (B,H,N,D), v (B,H,N,E), weights w (B,H,N) or 1; block by block, so phi is never held whole."""
-    kv = z = 0.0
-    for start in range(0, k.shape[2], STATE_BLOCK):
-        block = slice(start, start + STATE_BLOCK)
-        phi_k = phi(k[:, :, block]).float()
-        if weight is not None:
-            phi_k = phi_k * weight[:, :, block, None]
-        kv = kv + torch.einsum("bhnf,bhne->bhfe", phi_k, v[:, :, block].float())
-        z = z + phi_k.sum(2)
-    return kv, z
-
-
-def fenwick_state(module: LogLinearAttention, k: torch.Tensor, v: torch.Tensor) -> dict[str, torch.Tensor]:
-    """loglinear's state after N tokens (layout of methods/loglinear/recurrent.py): per set bit b of N,
-    highest first, a bucket of the next 2^b tokens at level b + 1, decayed up to the last token."""
-    batch, heads, n, dim = k.shape
-    state = module.init_state(batch, heads, dim, v.shape[-1], device=k.device)
-    state["position"] = torch.full_like(state["position"], n)
-    weight = None
-    log_gates = module.log_gates(k)
-    if log_gates is not None:  # key s is decayed by the gates of every token after it
-        cumulative = log_gates.cumsum(-1)
-        weight = torch.exp(cumulative[..., -1:] - cumulative)
-    start = 0
-    for bit in reversed(range(n.bit_length())):
-        if n >> bit & 1:
-            bucket = slice(start, start + (1 << bit))
-            state[f"kv_level{bit + 1}"], state[f"z_level{bit + 1}"] = key_sums(
-                lambda x: module.feature_map(x, "key"), k[:, :, bucket], v[:, :, bucket],
-                None if weight is None else weight[:, :, bucket])
-            start += 1 << bit
-    return state
-
-
 def prompt_state(module: AttentionMethod, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> dict:
-    """The decoding state after the prompt q, k, v (B,H,N,.), built in parallel: the state that N
-    calls of ``module.step`` reach, up to float rounding (tests/test_decode.py checks it)."""
-    if isinstance(module, SoftmaxAttention):
-        return new_cache(k, v)  # capacity N exactly: its bytes are those of the context
-    if isinstance(module, FeatureMapAttention):
-        # features(), as step uses it: favor's causal key shift depends on its projection only.
-        kv, z = key_sums(lambda x: module.features(x, x, causal=True)[1], k, v)
-        return {"kv": kv, "z": z}
-    if isinstance(module, LogLinearAttention):
-        return fenwick_state(module, k, v)
-    raise MethodError(f"decode: no parallel route to the decoding state of method {module.name!r}")
+    """The decoding state after the prompt q, k, v (B,H,N,.), built in parallel by the method: the
+    state that N calls of ``module.step`` reach, up to float rounding (tests/test_decode.py checks it)."""
+    try:
+        return module.prefill_state(k, v)
+    except NotImplementedError:
+        raise MethodError(f"decode: method {module.name!r} has no prefill_state") from None
 
 
 def state_bytes(state: Mapping | tuple) -> int:
@@ -188,7 +139,7 @@ def measure_point(module: AttentionMethod, batch: int, context: int, heads: int,
         state = prompt_state(module, q, k, v)
         point.update(prefill_s=prefill_s, prefill_tokens_per_s=batch * context / prefill_s,
                      state_bytes=state_bytes(state))
-        if isinstance(module, LogLinearAttention):
+        if hasattr(module, "live_states"):  # loglinear: how many Fenwick levels hold a sum
             point["live_states"] = module.live_states(state)
         del q, k, v
         tokens = random(grid.warmup_steps + grid.timed_steps, 3, batch, heads, head_dim)

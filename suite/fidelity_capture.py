@@ -11,7 +11,6 @@ import hashlib
 import json
 from collections.abc import Mapping
 from pathlib import Path
-from unittest import mock
 
 import torch
 from torch import nn
@@ -47,20 +46,6 @@ def checkpoint_path(cfg: Mapping, device: torch.device) -> Path:
     return Path(cfg["data_dir"]).expanduser() / "fidelity" / f"softmax_{cfg['task']['name']}_{digest}.pt"
 
 
-def train_softmax_model(cfg: Mapping, data, device: torch.device) -> tuple[nn.Module, train.Outcome]:
-    """Train with ``suite.train.train`` and keep the model it builds (it returns only its outcome;
-    after an ok run the model holds the weights of the best validation step)."""
-    built: list[nn.Module] = []
-
-    def build_and_keep(*args, **kwargs) -> nn.Module:
-        built.append(build_model(*args, **kwargs))
-        return built[-1]
-
-    with mock.patch.object(train, "build_model", build_and_keep):
-        outcome = train.train(cfg, data, device)
-    return built[0], outcome
-
-
 def trained_model(cfg: Mapping, device: torch.device) -> tuple[nn.Module, object, dict]:
     """(model in eval mode, the task's data, facts for the record), training it on first use."""
     train.check_budget(cfg["budget"])
@@ -77,7 +62,7 @@ def trained_model(cfg: Mapping, device: torch.device) -> tuple[nn.Module, object
         model.load_state_dict(payload["state_dict"])
         trained_now = False
     else:
-        model, outcome = train_softmax_model(cfg, data, device)
+        outcome, model = train.train(cfg, data, device)
         if outcome.status != "ok":
             raise RuntimeError(f"training the softmax model to capture from ended {outcome.status}: {outcome.error}")
         payload = {

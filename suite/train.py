@@ -22,10 +22,11 @@ from suite.data import IGNORE_LABEL, capped, collate, real_tokens
 from suite.errors import ConfigError
 from suite.metrics import TRAIN_METRICS, format_value
 from suite.model import build_model, check_model_config, token_loss
-from suite.run import JobResult, Outcome
+from suite.run import JobResult, Outcome, is_out_of_memory
 from tasks.base import TaskData
 
 SPLIT_LIMITS = ("num_train", "num_val", "num_test")
+CLEAR_REFS = Path("/proc/self/clear_refs")  # Linux: writing "5" resets the process's peak RSS
 
 
 def lr_factor(step: int, warmup: int, total: int) -> float:
@@ -43,12 +44,38 @@ def correct_and_count(logits: torch.Tensor, labels: torch.Tensor) -> tuple[int, 
     return int(hits.sum()), int(scored.sum())
 
 
+def reset_process_peak() -> None:
+    """Start the process's peak RSS afresh where Linux allows it, so that a job in a multirun is not
+    charged with the peak of the jobs before it; elsewhere the peak stays the process's own."""
+    try:
+        CLEAR_REFS.write_text("5")
+    except OSError:
+        pass
+
+
 def peak_memory(device: torch.device) -> tuple[int, str]:
     """Peak memory in bytes and where it was read: the CUDA allocator, or the process's peak RSS."""
     if device.type == "cuda":
         return torch.cuda.max_memory_allocated(device), "cuda_allocator"
     # ru_maxrss is in KiB on Linux: the whole process's high-water mark, data loading included.
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024, "process_peak_rss"
+
+
+def memory_cap(config: Mapping) -> int | None:
+    """``memory_cap_bytes``: null, or the peak memory (as the record measures it) above which a run
+    counts as out of memory."""
+    cap = config.get("memory_cap_bytes")
+    if cap is not None and not is_positive_int(cap):
+        raise ConfigError(f"memory_cap_bytes must be a positive integer (bytes) or null, got {cap!r}")
+    return cap
+
+
+def check_memory_cap(cap: int | None, device: torch.device) -> None:
+    """Raise MemoryError (recorded as status oom) once the run's peak memory is above ``cap``."""
+    if cap is not None:
+        peak, source = peak_memory(device)
+        if peak > cap:
+            raise MemoryError(f"peak memory {peak} bytes ({source}) above memory_cap_bytes={cap}")
 
 
 def autocast(device: torch.device):
@@ -77,9 +104,11 @@ def evaluate(model, loader: DataLoader, device: torch.device, max_batches: int |
     return correct / max(1, total)
 
 
-def train(config: Mapping, data: TaskData, device: torch.device) -> Outcome:
-    """Train ``config['method']`` on ``data`` under ``config['budget']``; return status and metrics."""
+def train(config: Mapping, data: TaskData, device: torch.device) -> tuple[Outcome, torch.nn.Module]:
+    """Train ``config['method']`` on ``data`` under ``config['budget']``; return the outcome and the
+    model (holding the weights of the best validation step when the run is ok)."""
     budget, seed = config["budget"], config["seed"]
+    cap = memory_cap(config)
     started = time.perf_counter()
     torch.manual_seed(seed)
     model = build_model(config["task"]["backbone"], data.info, config["model"], config["method"]).to(device)
@@ -134,6 +163,7 @@ def train(config: Mapping, data: TaskData, device: torch.device) -> Outcome:
             if device.type == "cuda":
                 torch.cuda.synchronize(device)
             step_times.append(time.perf_counter() - t0)
+            check_memory_cap(cap, device)
             step += 1
             last_finite_loss = loss.item()
             tokens += real_tokens(batch)
@@ -178,21 +208,38 @@ def train(config: Mapping, data: TaskData, device: torch.device) -> Outcome:
         param_count=param_count,
         train_wall_time_s=time.perf_counter() - started,
     )
-    return outcome
+    return outcome, model
+
+
+def is_positive_int(value: object) -> bool:
+    """An int above zero; ``true`` is not a count, though Python's bool is an int."""
+    return isinstance(value, int) and not isinstance(value, bool) and value > 0
+
+
+def is_finite_number(value: object) -> bool:
+    """An int or float that is neither NaN nor infinite (and not a bool)."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def check_budget(budget: Mapping) -> None:
     """One clear line for a budget no run can have."""
     for key in ("max_steps", "batch_size", "eval_every"):
-        if not isinstance(budget[key], int) or budget[key] <= 0:
+        if not is_positive_int(budget[key]):
             raise ConfigError(f"budget.{key} must be a positive integer, got {budget[key]!r}")
     for key in ("eval_batches", *SPLIT_LIMITS):
         value = budget[key]
-        if value is not None and (not isinstance(value, int) or value <= 0):
+        if value is not None and not is_positive_int(value):
             raise ConfigError(f"budget.{key} must be a positive integer or null, got {value!r}")
-    if budget["warmup_steps"] < 0 or budget["lr"] <= 0:
-        raise ConfigError(f"budget.lr must be > 0 and budget.warmup_steps >= 0, got "
-                          f"{budget['lr']!r} and {budget['warmup_steps']!r}")
+    warmup = budget["warmup_steps"]
+    if isinstance(warmup, bool) or not isinstance(warmup, int) or warmup < 0:
+        raise ConfigError(f"budget.warmup_steps must be an integer >= 0, got {warmup!r}")
+    if not is_finite_number(budget["lr"]) or budget["lr"] <= 0:
+        raise ConfigError(f"budget.lr must be a finite number > 0, got {budget['lr']!r}")
+    if not is_finite_number(budget["weight_decay"]) or budget["weight_decay"] < 0:
+        raise ConfigError(f"budget.weight_decay must be a finite number >= 0, got {budget['weight_decay']!r}")
+    clip = budget["grad_clip"]
+    if clip is not None and (not is_finite_number(clip) or clip <= 0):
+        raise ConfigError(f"budget.grad_clip must be a finite number > 0 or null, got {clip!r}")
 
 
 def task_config(config: Mapping) -> dict:
@@ -223,13 +270,15 @@ def job(config: Mapping, device: torch.device) -> JobResult:
     tasks.loader(config["task"]["name"])  # unknown task: fail before any work
     check_budget(config["budget"])
     check_model_config(config["model"], config["task"]["seq_len"])
+    memory_cap(config)
+    reset_process_peak()
     data = load_data(config)
     try:
-        outcome = train(config, data, device)
-    except torch.cuda.OutOfMemoryError as exc:
-        outcome = Outcome(status="oom", error=str(exc).splitlines()[0])
-    except MemoryError:
-        outcome = Outcome(status="oom", error="out of host memory")
+        outcome, _ = train(config, data, device)
+    except Exception as exc:
+        if not is_out_of_memory(exc):
+            raise
+        outcome = Outcome(status="oom", error=str(exc).strip().split("\n")[0] or "out of memory")
     info = data.info
     task = {"name": info.name, "family": info.family, "seq_len": info.seq_len,
             "vocab_size": info.vocab_size, "num_classes": info.num_classes, "target": info.target,

@@ -53,7 +53,7 @@ def test_smoke_run_writes_exactly_one_complete_record(tmp_path, data_dir):
     (("method=nope", "task=listops"), "valid methods: "),
     (("method=softmax", "task=nope"), "valid tasks: "),
     (("budget=huge",), "valid budgets: paper, small, smoke"),
-    (("mode=nope",), "valid modes: train"),
+    (("mode=nope",), "valid modes: decode, fidelity, kernel, train"),
 ])
 def test_unknown_choice_is_one_line_exit_2_and_touches_nothing(tmp_path, data_dir, args, named):
     results = tmp_path / "results"

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 
 # Added (in float32) to every denominator phi(q_i) . sum_j phi(k_j). The features are non-negative,
@@ -10,6 +12,24 @@ import torch
 # would be 0/0. 1e-6 is far below a typical denominator (about the number of keys seen) yet
 # large enough that float32 keeps it next to a denominator of order one.
 DENOMINATOR_EPS = 1e-6
+
+# Keys per block when a decoding state is summed from a prompt: the features of one block at a time.
+STATE_BLOCK = 4096
+
+
+def key_sums(phi: Callable[[torch.Tensor], torch.Tensor], k: torch.Tensor, v: torch.Tensor,
+             weight: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """(sum_s w_s phi(k_s) v_s^T (B,H,F,E), sum_s w_s phi(k_s) (B,H,F)) in float32 over the tokens of
+    k (B,H,N,D), v (B,H,N,E), weights w (B,H,N) or 1; block by block, so phi is never held whole."""
+    kv = z = 0.0
+    for start in range(0, k.shape[2], STATE_BLOCK):
+        block = slice(start, start + STATE_BLOCK)
+        phi_k = phi(k[:, :, block]).float()
+        if weight is not None:
+            phi_k = phi_k * weight[:, :, block, None]
+        kv = kv + torch.einsum("bhnf,bhne->bhfe", phi_k, v[:, :, block].float())
+        z = z + phi_k.sum(2)
+    return kv, z
 
 
 def divide_by_denominator(

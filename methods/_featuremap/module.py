@@ -11,7 +11,7 @@ from typing import Any, ClassVar
 import torch
 
 from methods._featuremap.chunk import feature_attention_chunk
-from methods._featuremap.common import DENOMINATOR_EPS, divide_by_denominator
+from methods._featuremap.common import DENOMINATOR_EPS, divide_by_denominator, key_sums
 from methods._featuremap.naive import feature_attention
 from methods.base import AttentionMethod, MethodError
 
@@ -75,6 +75,11 @@ class FeatureMapAttention(AttentionMethod):
             "kv": torch.zeros(batch, heads, f, value_dim, device=device, dtype=torch.float32),
             "z": torch.zeros(batch, heads, f, device=device, dtype=torch.float32),
         }
+
+    def prefill_state(self, k, v):
+        # features(), as step uses it: favor's causal key shift depends on its projection only.
+        kv, z = key_sums(lambda x: self.features(x, x, causal=True)[1], k, v)
+        return {"kv": kv, "z": z}
 
     def step(self, q_t, k_t, v_t, state):
         """Add (k_t, v_t) to the running sums, then read them with q_t: (o_t (B,H,E), new state)."""

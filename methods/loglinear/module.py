@@ -130,6 +130,9 @@ class LogLinearAttention(AttentionMethod):
         # Running sums are float32 whatever the input dtype, so dtype changes nothing.
         return recurrent.init_state(batch, heads, head_dim, value_dim, device=device)
 
+    def prefill_state(self, k, v):
+        return recurrent.prompt_state(self, k, v)
+
     def step(self, q_t, k_t, v_t, state):
         if q_t.dim() != 3 or k_t.shape != q_t.shape or v_t.dim() != 3 or v_t.shape[:2] != q_t.shape[:2]:
             raise MethodError(

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import torch
 
-from methods._featuremap.common import DENOMINATOR_EPS
+from methods._featuremap.common import DENOMINATOR_EPS, key_sums
 from methods.base import MethodError
 from methods.loglinear.levels import check_length
 
@@ -111,3 +111,25 @@ def step_features(
     for level, (kv, z) in sorted(buckets.items()):
         new_state[f"{_KV}{level}"], new_state[f"{_Z}{level}"] = kv, z
     return out, new_state
+
+
+def prompt_state(module, k: torch.Tensor, v: torch.Tensor) -> dict[str, torch.Tensor]:
+    """The state after the N tokens of k, v, built in parallel: per set bit b of N, highest first, a
+    bucket of the next 2^b tokens at level b + 1, decayed up to the last token."""
+    batch, heads, n, dim = k.shape
+    state = init_state(batch, heads, dim, v.shape[-1], device=k.device)
+    state["position"] = torch.full_like(state["position"], n)
+    weight = None
+    log_gates = module.log_gates(k)
+    if log_gates is not None:  # key s is decayed by the gates of every token after it
+        cumulative = log_gates.cumsum(-1)
+        weight = torch.exp(cumulative[..., -1:] - cumulative)
+    start = 0
+    for bit in reversed(range(n.bit_length())):
+        if n >> bit & 1:
+            bucket = slice(start, start + (1 << bit))
+            state[f"{_KV}{bit + 1}"], state[f"{_Z}{bit + 1}"] = key_sums(
+                lambda x: module.feature_map(x, "key"), k[:, :, bucket], v[:, :, bucket],
+                None if weight is None else weight[:, :, bucket])
+            start += 1 << bit
+    return state

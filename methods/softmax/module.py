@@ -32,6 +32,9 @@ class SoftmaxAttention(AttentionMethod):
         empty = dict(device=device, dtype=dtype or torch.float32)
         return new_cache(torch.zeros(batch, heads, 0, head_dim, **empty), torch.zeros(batch, heads, 0, value_dim, **empty))
 
+    def prefill_state(self, k, v):
+        return new_cache(k, v)  # capacity N exactly: its bytes are those of the context
+
     def step(self, q_t, k_t, v_t, state):
         """Write (k_t, v_t) into the cache, then attend with q_t over all it holds: (o_t (B,H,E), cache)."""
         check_cache(state, q_t, v_t)
