@@ -1,11 +1,14 @@
 """``python -m suite method=<name> task=<name> [budget=...] [mode=...] [key=value ...]``.
 
-Config groups live in conf/ (see conf/config.yaml). Choices of the groups are checked before Hydra
-composes anything, so a typo gets one line naming the valid choices and exit code 2.
+Config groups live in conf/ (see conf/config.yaml). Choices of the groups and the keys of
+``key=value`` overrides are checked before Hydra runs anything, so a typo gets one line naming the
+valid choices (or the key meant) and exit code 2. Exit codes: 0 ok or skipped, 1 the run failed
+(error, diverged, oom), 2 a user mistake, 130 interrupted (Ctrl-C or SIGTERM; a sweep stops too).
 """
 
 from __future__ import annotations
 
+import difflib
 import re
 import sys
 from pathlib import Path
@@ -15,6 +18,7 @@ CHECKED_GROUPS = ("method", "task", "budget", "model", "mode", "logger", "experi
 # Hydra's own launchers need no extra; ours (conf/hydra/launcher/) need their plugin installed.
 BUILTIN_LAUNCHERS = ("basic",)
 EXIT_USER_ERROR = 2
+EXIT_INTERRUPTED = 130  # the shell's code for a process ended by Ctrl-C
 
 
 def group_choices(group: str) -> list[str]:
@@ -44,6 +48,63 @@ def check_group_choices(argv: list[str]) -> str | None:
     return None
 
 
+def dotted_keys(node: dict, prefix: str = "") -> list[str]:
+    """Every key of a nested dict as a dotted path: ``budget``, ``budget.max_steps``, ..."""
+    keys = []
+    for key, value in node.items():
+        keys.append(f"{prefix}{key}")
+        if isinstance(value, dict):
+            keys += dotted_keys(value, f"{prefix}{key}.")
+    return keys
+
+
+def check_override_keys(argv: list[str]) -> str | None:
+    """A one-line message for the first ``key=value`` whose key the composed config lacks, else None.
+
+    Hydra's own answer spans five lines and advises ``+key=value``, which would add the typo as a
+    new key that nothing reads; here the message names the key most likely meant.
+    """
+    wanted, groups, swept = [], [], []
+    for arg in argv:
+        match = re.fullmatch(r"(\+{0,2})([\w/.]+)=([\w.-]*)(,[\w.-]+)*|([A-Za-z_][\w.]*)=.*", arg, re.S)
+        if not match:
+            continue
+        prefix, name, first, more, plain = match.groups()
+        if plain or (not prefix and "/" not in name and name not in CHECKED_GROUPS):
+            if (plain or name).split(".")[0] != "hydra":
+                wanted.append(plain or name)
+        elif name in CHECKED_GROUPS and name != "hydra/launcher":
+            groups.append(f"{prefix}{name}={first}")  # a sweep is checked with its first choice
+            if more:
+                swept.append(groups[-1])
+    if not wanted:
+        return None
+    from hydra import compose, initialize_config_dir
+    from omegaconf import OmegaConf
+
+    try:
+        with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+            config = OmegaConf.to_container(compose("config", overrides=groups), resolve=False)
+    except Exception:  # whatever composing trips on, Hydra reports it itself
+        return None
+    known = dotted_keys(config)
+    context = f" (with {', '.join(swept)})" if swept else ""
+    for key in wanted:
+        if key in known:
+            continue
+        peers = [k for k in known if k.count(".") == key.count(".")]
+        close = difflib.get_close_matches(key, peers, n=1)
+        if close:
+            return f"unknown config key {key!r}; did you mean {close[0]!r}?{context}"
+        parent = key.rpartition(".")[0]
+        while parent and parent not in known:  # the deepest part of the key that exists
+            parent = parent.rpartition(".")[0]
+        siblings = ", ".join(k.rpartition(".")[2] for k in known if k.rpartition(".")[0] == parent) or "none"
+        where = f"keys of {parent}" if parent else "top-level keys"
+        return f"unknown config key {key!r}; valid {where}: {siblings}{context}"
+    return None
+
+
 def missing_launcher_plugin(launcher: str) -> str | None:
     """A message when the plugin behind conf/hydra/launcher/<launcher>.yaml is not installed."""
     import importlib.util
@@ -58,7 +119,7 @@ def missing_launcher_plugin(launcher: str) -> str | None:
 
 
 def main() -> None:
-    problem = check_group_choices(sys.argv[1:])
+    problem = check_group_choices(sys.argv[1:]) or check_override_keys(sys.argv[1:])
     if problem:
         print(f"error: {problem}", file=sys.stderr)
         sys.exit(EXIT_USER_ERROR)
@@ -84,10 +145,16 @@ def main() -> None:
             if sweeping:
                 return  # this job is refused; the sweep goes on
             sys.exit(EXIT_USER_ERROR)
+        if outcome.status == "interrupted":
+            sys.exit(EXIT_INTERRUPTED)  # in a sweep too: Ctrl-C stops the sweep, not just this job
         if outcome.status not in ("ok", "skipped") and not sweeping:
             sys.exit(1)
 
-    job()
+    try:
+        job()
+    except KeyboardInterrupt:  # outside the train loop (loading data, writing): no record was written
+        print("interrupted: no record written", file=sys.stderr)
+        sys.exit(EXIT_INTERRUPTED)
 
 
 if __name__ == "__main__":

@@ -25,9 +25,10 @@ def check_model_config(model: Mapping, seq_len: int) -> None:
         raise ConfigError(
             f"model.num_heads={model['num_heads']} does not divide model.d_model={model['d_model']}"
         )
-    if not 0.0 <= float(model["dropout"]) < 1.0:
-        raise ConfigError(f"model.dropout must be in [0, 1), got {model['dropout']!r}")
-    if not isinstance(seq_len, int) or seq_len <= 0:
+    dropout = model["dropout"]
+    if isinstance(dropout, bool) or not isinstance(dropout, (int, float)) or not 0.0 <= dropout < 1.0:
+        raise ConfigError(f"model.dropout must be a number in [0, 1), got {dropout!r}")
+    if isinstance(seq_len, bool) or not isinstance(seq_len, int) or seq_len <= 0:
         raise ConfigError(f"task.seq_len must be a positive integer, got {seq_len!r}")
 
 

@@ -20,10 +20,12 @@ from typing import Any
 SCHEMA = 1
 KINDS = ("train", "kernel", "fidelity", "decode")
 STATUSES = ("ok", "diverged", "oom", "error", "skipped", "interrupted")
-FIELDS = (
-    "schema", "kind", "run_id", "created", "status", "error", "method", "task", "config",
-    "config_hash", "metrics", "env",
-)
+# Every field of a record and the JSON type it must have.
+FIELD_TYPES: dict[str, type | tuple[type, ...]] = {
+    "schema": int, "kind": str, "run_id": str, "created": str, "status": str, "error": (str, type(None)),
+    "method": dict, "task": dict, "config": dict, "config_hash": str, "metrics": dict, "env": dict,
+}
+FIELDS = tuple(FIELD_TYPES)
 # Where a run's files go, or how it is watched, does not change what the run measures.
 NON_DEFINING_KEYS = frozenset({"results_dir", "data_dir", "hydra", "logger", "force"})
 
@@ -68,7 +70,9 @@ def new_record(
     status: str = "ok",
     error: str | None = None,
 ) -> dict:
-    """A complete record; ``run_id`` is the UTC time, the config hash and a random suffix."""
+    """A complete record; ``run_id`` is the UTC time, the config hash and a random suffix (32 bits:
+    concurrent runs of one config in one second must not overwrite each other's records).
+    The user's home directory is scrubbed from every string, error messages included."""
     if kind not in KINDS:
         raise ValueError(f"unknown record kind {kind!r}; valid: {', '.join(KINDS)}")
     if status not in STATUSES:
@@ -78,16 +82,16 @@ def new_record(
     return {
         "schema": SCHEMA,
         "kind": kind,
-        "run_id": f"{stamp}_{config_hash[:8]}_{secrets.token_hex(2)}",
+        "run_id": f"{stamp}_{config_hash[:8]}_{secrets.token_hex(4)}",
         "created": created,
         "status": status,
-        "error": error,
-        "method": dict(method),
-        "task": dict(task),
+        "error": scrub_home(error),
+        "method": scrub_home(dict(method)),
+        "task": scrub_home(dict(task)),
         "config": scrub_home(dict(config)),
         "config_hash": config_hash,
-        "metrics": dict(metrics),
-        "env": dict(env),
+        "metrics": scrub_home(dict(metrics)),
+        "env": scrub_home(dict(env)),
     }
 
 
@@ -122,20 +126,21 @@ def read_record(path: str | Path) -> dict:
     path = Path(path)
     try:
         record = json.loads(path.read_text())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise RecordError(f"{path}: not a readable JSON record ({exc})") from exc
+    except (OSError, ValueError, RecursionError) as exc:  # ValueError: bad UTF-8 or bad JSON
+        raise RecordError(f"{path}: not a readable JSON record ({type(exc).__name__}: {exc})") from exc
     if not isinstance(record, dict):
         raise RecordError(f"{path}: not a record (top level is {type(record).__name__})")
-    if record.get("schema") != SCHEMA:
-        raise RecordError(f"{path}: unknown schema {record.get('schema')!r} (this suite reads {SCHEMA})")
+    schema = record.get("schema")
+    if type(schema) is not int or schema != SCHEMA:  # `true == 1` in Python: not a schema number
+        raise RecordError(f"{path}: unknown schema {schema!r} (this suite reads {SCHEMA})")
     missing = [f for f in FIELDS if f not in record]
     if missing:
         raise RecordError(f"{path}: missing fields {', '.join(missing)}")
+    for field, expected in FIELD_TYPES.items():
+        if not isinstance(record[field], expected):
+            raise RecordError(f"{path}: field {field!r} has type {type(record[field]).__name__}")
     if record["kind"] not in KINDS or record["status"] not in STATUSES:
         raise RecordError(f"{path}: unknown kind {record['kind']!r} or status {record['status']!r}")
-    for field in ("method", "task", "metrics", "env", "config"):
-        if not isinstance(record[field], dict):
-            raise RecordError(f"{path}: field {field!r} is not an object")
     return record
 
 

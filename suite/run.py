@@ -13,6 +13,7 @@ import signal
 import sys
 import time
 import traceback
+import warnings
 from collections.abc import Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -58,6 +59,25 @@ def resolve_device(name: str) -> torch.device:
     return torch.device(name)
 
 
+def check_run_keys(config: Mapping) -> None:
+    """One clear line for a bad top-level key (the groups check their own)."""
+    seed = config["seed"]
+    if isinstance(seed, bool) or not isinstance(seed, int):
+        raise ConfigError(f"seed must be an integer, got {seed!r}")
+    if not isinstance(config.get("force", False), bool):
+        raise ConfigError(f"force must be true or false, got {config['force']!r}")
+    if not isinstance(config["results_dir"], str) or not config["results_dir"].strip():
+        raise ConfigError(f"results_dir must name a folder (default: results), got {config['results_dir']!r}")
+
+
+def is_out_of_memory(exc: BaseException) -> bool:
+    """Whether ``exc`` means the job ran out of memory: CUDA's or the CPU allocator's, or Python's."""
+    if isinstance(exc, (MemoryError, torch.cuda.OutOfMemoryError)):
+        return True
+    # torch's CPU allocator raises a plain RuntimeError when malloc fails
+    return isinstance(exc, RuntimeError) and "DefaultCPUAllocator: can't allocate memory" in str(exc)
+
+
 def job_module(mode: str):
     """The module implementing ``mode``; a clear error listing the valid modes otherwise."""
     if mode not in JOBS:
@@ -78,13 +98,17 @@ def sigterm_as_interrupt():
 
 
 def find_finished(results_dir: str | Path, config_hash: str) -> Path | None:
-    """A record with status ok and this config hash under ``results_dir``, if any (for resuming)."""
+    """A record with status ok and this config hash under ``results_dir``, if any (for resuming).
+    Files that are not records are skipped with one warning line each on stderr, naming the file."""
     if not Path(results_dir).is_dir():
         return None
-    for path, record in records.iter_records(results_dir):
-        if record["config_hash"] == config_hash and record["status"] == "ok":
-            return path
-    return None
+    with warnings.catch_warnings(record=True) as skipped:
+        warnings.simplefilter("always")
+        found = next((path for path, record in records.iter_records(results_dir)
+                      if record["config_hash"] == config_hash and record["status"] == "ok"), None)
+    for warning in skipped:
+        print(f"warning: {warning.message}", file=sys.stderr)
+    return found
 
 
 def run(config: Mapping) -> tuple[Path, Outcome]:
@@ -98,6 +122,7 @@ def run(config: Mapping) -> tuple[Path, Outcome]:
     mode = config["mode"]["name"]
     module = job_module(mode)
     methods.get(config["method"]["name"])  # unknown method: fail before any work
+    check_run_keys(config)
     device = resolve_device(config["device"])
     config_hash = records.config_hash(config, device.type)
     if not config.get("force", False):
@@ -115,8 +140,9 @@ def run(config: Mapping) -> tuple[Path, Outcome]:
             raise
         except Exception as exc:  # recorded, so the sweep goes on; the traceback goes to stderr
             traceback.print_exc(file=sys.stderr)
+            status = "oom" if is_out_of_memory(exc) else "error"
             result = JobResult(kind=mode, task={"name": config["task"]["name"]},
-                               outcome=Outcome(status="error", error=f"{type(exc).__name__}: {exc}"))
+                               outcome=Outcome(status=status, error=f"{type(exc).__name__}: {exc}"))
         result.outcome.metrics["wall_time_s"] = time.perf_counter() - started
 
         method = config["method"]

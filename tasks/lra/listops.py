@@ -223,6 +223,9 @@ def load(config: Mapping, data_dir: Path) -> TaskData:
     """Build (or read from ``<data_dir>/listops/<key>/``) the splits described by ``config``."""
     source = choice_option(config, "source", SOURCES)
     seq_len = int_option(config, "seq_len")
+    if seq_len > MAX_LENGTH:  # the record would claim a length that no example reaches
+        raise TaskError(f"task.seq_len={seq_len}: ListOps expressions are shorter than {MAX_LENGTH} tokens "
+                        f"(LRA's length); use task.seq_len <= {MAX_LENGTH}")
     sizes = {split: int_option(config, f"num_{split}") for split in SPLITS}
     data_dir = Path(data_dir)
 
