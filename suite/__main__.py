@@ -92,11 +92,14 @@ def check_override_keys(argv: list[str]) -> str | None:
     for key in wanted:
         if key in known:
             continue
-        peers = [k for k in known if k.count(".") == key.count(".")]
-        close = difflib.get_close_matches(key, peers, n=1)
+        parent, _, leaf = key.rpartition(".")
+        if not parent or parent in known:  # a misspelled leaf: compare it with its siblings
+            close = [f"{parent}.{c}".lstrip(".") for c in difflib.get_close_matches(
+                leaf, [k.rpartition(".")[2] for k in known if k.rpartition(".")[0] == parent], n=1)]
+        else:  # a misspelled group or path: compare whole keys of the same depth
+            close = difflib.get_close_matches(key, [k for k in known if k.count(".") == key.count(".")], n=1)
         if close:
             return f"unknown config key {key!r}; did you mean {close[0]!r}?{context}"
-        parent = key.rpartition(".")[0]
         while parent and parent not in known:  # the deepest part of the key that exists
             parent = parent.rpartition(".")[0]
         siblings = ", ".join(k.rpartition(".")[2] for k in known if k.rpartition(".")[0] == parent) or "none"

@@ -1,0 +1,265 @@
+"""Bad input at the command line and in data files: one line naming the bad value (and the valid
+choices or the key meant), exit code 2, no traceback, nothing written. Property-based tests check
+that the validators refuse every bad record or config with their own error, never another one.
+
+The entry point runs in this process (its ``main()`` with ``sys.argv`` set), so each case costs
+the check itself rather than a Python start; one case runs as a real subprocess to prove the same.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from hydra.core.global_hydra import GlobalHydra
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from suite import records
+from suite.__main__ import main
+from suite.errors import ConfigError
+from suite.model import check_model_config
+from suite.train import check_budget
+
+REPO = Path(__file__).resolve().parent.parent
+FAST = ("task=mqar", "task.vocab_size=128")
+
+
+@pytest.fixture
+def cli(monkeypatch, capsys, tmp_path, data_dir):
+    """``python -m suite *args`` in this process; returns (exit code, stderr) once it exits."""
+    monkeypatch.setenv("SUITE_HYDRA_DIR", str(tmp_path / "hydra"))
+    monkeypatch.delenv("HYDRA_FULL_ERROR", raising=False)
+
+    def call(*args: str, data: Path = data_dir) -> tuple[int, str]:
+        argv = ["suite", "budget=smoke", f"data_dir={data}", f"results_dir={tmp_path / 'results'}", *args]
+        monkeypatch.setattr(sys, "argv", argv)
+        GlobalHydra.instance().clear()
+        capsys.readouterr()
+        with pytest.raises(SystemExit) as exit_info:
+            main()
+        return exit_info.value.code, capsys.readouterr().err
+
+    return call
+
+
+def assert_one_line_refusal(code: int, err: str, says: str, results: Path) -> None:
+    assert code == 2, err
+    assert "Traceback" not in err and err.count("\n") == 1, err
+    assert err.startswith("error: ") and says in err, err
+    assert not results.exists() or not [p for p in results.rglob("*") if p.is_file()]
+
+
+BAD_INPUT = [
+    # unknown choices the CLI tests do not try (tests/test_cli.py: method, task, budget, mode)
+    (("model=huge",), "unknown model 'huge'; valid models: paper, small, smoke"),
+    (("logger=tensorboard",), "unknown logger 'tensorboard'; valid loggers: none, wandb"),
+    (("experiment=lra_nope",), "unknown experiment 'lra_nope'; valid experiments: leaderboard_cpu, "),
+    (("method=linear", "method.impl=cuda"), "unknown impl 'cuda' for method 'linear'; valid: auto, naive, chunk, triton"),
+    (("device=gpu",), "unknown device 'gpu'; valid: auto, cpu, cuda"),
+    # misspelled keys: the key meant, not Hydra's five lines advising `+key=`
+    (("budgte.max_steps=3",), "unknown config key 'budgte.max_steps'; did you mean 'budget.max_steps'?"),
+    (("budget.max_step=3",), "unknown config key 'budget.max_step'; did you mean 'budget.max_steps'?"),
+    (("sead=1",), "unknown config key 'sead'; did you mean 'seed'?"),
+    (("task.vocab=64",), "unknown config key 'task.vocab'; did you mean 'task.vocab_size'?"),
+    (("task=listops", "task.vocab_size=64"), "unknown config key 'task.vocab_size'; valid keys of task: name, "),
+    (("method=favor", "method.options.num_feature=8"), "did you mean 'method.options.num_features'?"),
+    (("-m", "method=softmax,favor", "method.options.num_features=8"),
+     "unknown config key 'method.options.num_features'; valid keys of method.options: none (with method=softmax)"),
+    # zero, negative and wrongly typed values
+    (("budget.batch_size=0",), "budget.batch_size must be a positive integer, got 0"),
+    (("budget.max_steps=true",), "budget.max_steps must be a positive integer, got True"),
+    (("budget.num_val=-4",), "budget.num_val must be a positive integer or null, got -4"),
+    (("budget.lr=0",), "budget.lr must be a finite number > 0, got 0"),
+    (("budget.lr=nan",), "budget.lr must be a finite number > 0, got nan"),
+    (("budget.warmup_steps=-1",), "budget.warmup_steps must be an integer >= 0, got -1"),
+    (("budget.weight_decay=-0.1",), "budget.weight_decay must be a finite number >= 0, got -0.1"),
+    (("budget.grad_clip=0",), "budget.grad_clip must be a finite number > 0 or null, got 0"),
+    (("model.num_layers=0",), "model.num_layers must be a positive integer, got 0"),
+    (("model.d_ff=-64",), "model.d_ff must be a positive integer, got -64"),
+    (("model.dropout=1.5",), "model.dropout must be a number in [0, 1), got 1.5"),
+    (("model.dropout=high",), "model.dropout must be a number in [0, 1), got 'high'"),
+    (("memory_cap_bytes=0",), "memory_cap_bytes must be a positive integer (bytes) or null, got 0"),
+    (("seed=abc",), "seed must be an integer, got 'abc'"),
+    (("seed=1.5",), "seed must be an integer, got 1.5"),
+    (("force=maybe",), "force must be true or false, got 'maybe'"),
+    (("results_dir=",), "results_dir must name a folder (default: results), got ''"),
+    (("task.vocab_size=nope",), "task.vocab_size='nope': expected an integer >= 4"),
+    # lengths the task's data cannot have
+    (("task=listops", "task.seq_len=4096"), "task.seq_len=4096: ListOps expressions are shorter than 2000 tokens"),
+    (("task.seq_len=8",), "task.num_kv_pairs=4: at most seq_len / 4 = 2 pairs fit in seq_len=8"),
+    (("task.seq_len=63",), "task.seq_len=63: MQAR needs an even length"),
+    (("task=image", "task.seq_len=2048"), "task.seq_len=2048: a 32x32 image is 1024 tokens"),
+]
+
+
+@pytest.mark.parametrize("args, says", BAD_INPUT, ids=[" ".join(a) for a, _ in BAD_INPUT])
+def test_bad_input_is_one_line_exit_2_and_writes_nothing(cli, tmp_path, args, says):
+    code, err = cli(*(() if any(a.startswith("task=") for a in args) else FAST), *args)
+    assert_one_line_refusal(code, err, says, tmp_path / "results")
+
+
+def test_cuda_without_cuda_is_one_line_at_the_cli(cli, tmp_path):
+    if torch.cuda.is_available():
+        pytest.skip("this machine has CUDA")  # the refusal only exists where CUDA is absent
+    code, err = cli(*FAST, "device=cuda")
+    assert_one_line_refusal(code, err, "device=cuda but no CUDA device is available here; use device=cpu or "
+                            "device=auto", tmp_path / "results")
+
+
+def test_a_misspelled_key_is_one_line_from_a_real_process(tmp_path):
+    env = {k: v for k, v in os.environ.items() if k != "HYDRA_FULL_ERROR"}
+    done = subprocess.run([sys.executable, "-m", "suite", "budget.max_step=3"], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr == "error: unknown config key 'budget.max_step'; did you mean 'budget.max_steps'?\n"
+
+
+# -- malformed data files ---------------------------------------------------------------------------
+
+GOOD_ROW = "( ( ( [MAX 1 ) 2 ) ] )\t2"
+BROKEN_TSV = {
+    "wrong header": (b"Src\tTgt\n" + GOOD_ROW.encode() + b"\n", "basic_train.tsv:1: header ['Src', 'Tgt']"),
+    "a field too many": (f"Source\tTarget\n{GOOD_ROW}\textra\n".encode(),
+                         "basic_train.tsv:2: 3 tab-separated fields, expected 2"),
+    "unknown token": (b"Source\tTarget\n( ( [FOO 1 ) ] )\t1\n", "basic_train.tsv:2: unknown ListOps token '[FOO'"),
+    "target not a digit": (b"Source\tTarget\n( ( ( [MAX 1 ) 2 ) ] )\tten\n",
+                           "basic_train.tsv:2: Target 'ten' is not a digit 0-9"),
+    "not text": (b"Source\tTarget\n\xff\xfe\x00\x81\tx\n", "unreadable TSV ('utf-8' codec can't decode byte 0xff"),
+    "empty file": (b"", "basic_train.tsv: empty file, expected the header"),
+}
+
+
+@pytest.mark.parametrize("case", BROKEN_TSV)
+def test_a_broken_local_data_file_is_one_line_naming_file_and_line(cli, tmp_path, case):
+    content, says = BROKEN_TSV[case]
+    data = tmp_path / "data"
+    release = data / "lra_release" / "listops-1000"
+    release.mkdir(parents=True)
+    for split in ("train", "val", "test"):
+        (release / f"basic_{split}.tsv").write_text(f"Source\tTarget\n{GOOD_ROW}\n")
+    (release / "basic_train.tsv").write_bytes(content)
+    code, err = cli("task=listops", "task.source=local", data=data)
+    assert_one_line_refusal(code, err, says, tmp_path / "results")
+    assert not (data / "listops").exists() or not any((data / "listops").iterdir())  # no partial cache
+
+
+def test_missing_local_data_says_where_to_put_it(cli, tmp_path):
+    code, err = cli("task=listops", "task.source=local", data=tmp_path / "nothing_here")
+    assert_one_line_refusal(code, err, "task.source=local: missing ", tmp_path / "results")
+    assert "lra_release.gz" in err and "or set task.source=generate" in err
+
+
+# -- property-based: the record reader --------------------------------------------------------------
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | st.text(),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(), inner, max_size=3),
+    max_leaves=8,
+)
+
+
+def a_record() -> dict:
+    config = {"method": {"name": "softmax"}, "task": {"name": "listops"}, "seed": 0}
+    return records.new_record("train", config=config, config_hash=records.config_hash(config, "cpu"),
+                              method={"name": "softmax", "impl": "auto", "params": {}},
+                              task={"name": "listops"}, metrics={"test_accuracy": 0.5}, env={"device": "cpu"})
+
+
+def wrong_type(field: str, value: object) -> bool:
+    """Whether ``value`` breaks ``field``'s declared type (``true`` is no schema number)."""
+    if field == "schema":
+        return type(value) is not int or value != records.SCHEMA
+    return not isinstance(value, records.FIELD_TYPES[field])
+
+
+@settings(max_examples=150, deadline=None)
+@given(field=st.sampled_from(records.FIELDS), drop=st.booleans(), data=st.data())
+def test_a_record_missing_a_field_or_of_a_wrong_type_is_refused_naming_the_file(tmp_path_factory, field, drop, data):
+    record = a_record()
+    if drop:
+        del record[field]
+    else:
+        record[field] = data.draw(json_values.filter(lambda v: wrong_type(field, v)), label="wrong value")
+    path = tmp_path_factory.mktemp("records") / "bad.json"
+    path.write_text(json.dumps(record))
+    with pytest.raises(records.RecordError) as refused:
+        records.read_record(path)
+    assert str(path) in str(refused.value) and field in str(refused.value)
+
+
+def test_the_reader_accepts_what_the_writer_writes(tmp_path):
+    record = a_record()
+    assert records.read_record(records.write_record(record, tmp_path)) == record
+
+
+# -- property-based: config validation --------------------------------------------------------------
+
+any_value = (st.integers(min_value=-3, max_value=10**6) | st.booleans() | st.text(max_size=4)
+             | st.floats(allow_nan=True, allow_infinity=True) | st.none())
+MODEL = {"d_model": 32, "num_layers": 1, "num_heads": 2, "d_ff": 64, "dropout": 0.0}
+BUDGET = {"name": "smoke", "max_steps": 8, "batch_size": 4, "lr": 1e-3, "weight_decay": 0.01, "warmup_steps": 2,
+          "grad_clip": 1.0, "eval_every": 4, "eval_batches": 2, "num_train": 32, "num_val": 16, "num_test": 16}
+
+
+def is_count(value: object, zero: bool = False) -> bool:
+    return type(value) is int and (value >= 0 if zero else value > 0)
+
+
+def is_real(value: object) -> bool:
+    return type(value) in (int, float) and math.isfinite(value)
+
+
+def invalid_model_keys(model: dict, seq_len: object) -> set[str]:
+    bad = {f"model.{k}" for k in ("d_model", "num_layers", "num_heads", "d_ff") if not is_count(model[k])}
+    if not bad and model["d_model"] % model["num_heads"]:
+        bad.add("model.num_heads")
+    if not (is_real(model["dropout"]) and 0 <= model["dropout"] < 1):
+        bad.add("model.dropout")
+    if not is_count(seq_len):
+        bad.add("task.seq_len")
+    return bad
+
+
+def invalid_budget_keys(budget: dict) -> set[str]:
+    rules = {
+        "max_steps": is_count, "batch_size": is_count, "eval_every": is_count,
+        "eval_batches": lambda v: v is None or is_count(v), "num_train": lambda v: v is None or is_count(v),
+        "num_val": lambda v: v is None or is_count(v), "num_test": lambda v: v is None or is_count(v),
+        "warmup_steps": lambda v: is_count(v, zero=True), "lr": lambda v: is_real(v) and v > 0,
+        "weight_decay": lambda v: is_real(v) and v >= 0, "grad_clip": lambda v: v is None or (is_real(v) and v > 0),
+    }
+    return {f"budget.{k}" for k, valid in rules.items() if not valid(budget[k])}
+
+
+@settings(max_examples=300, deadline=None)
+@given(changes=st.dictionaries(st.sampled_from([*MODEL, "seq_len"]), any_value, max_size=3))
+def test_model_config_is_accepted_or_refused_naming_the_key(changes):
+    model = {**MODEL, **{k: v for k, v in changes.items() if k != "seq_len"}}
+    seq_len = changes.get("seq_len", 64)
+    bad = invalid_model_keys(model, seq_len)
+    try:
+        check_model_config(model, seq_len)
+    except ConfigError as exc:
+        assert bad and any(key in str(exc) for key in bad), (str(exc), bad)
+    else:
+        assert not bad
+
+
+@settings(max_examples=300, deadline=None)
+@given(changes=st.dictionaries(st.sampled_from([k for k in BUDGET if k != "name"]), any_value, max_size=3))
+def test_budget_is_accepted_or_refused_naming_the_key(changes):
+    budget = {**BUDGET, **changes}
+    bad = invalid_budget_keys(budget)
+    try:
+        check_budget(budget)
+    except ConfigError as exc:
+        assert bad and any(key in str(exc) for key in bad), (str(exc), bad)
+    else:
+        assert not bad
