@@ -19,11 +19,13 @@ import warnings
 from pathlib import Path
 
 import pytest
+from hydra.core.global_hydra import GlobalHydra
 
 import suite.logger
 import suite.records
 import suite.train
 from suite import records
+from suite.__main__ import main as cli_main
 from suite.errors import ConfigError
 from suite.run import find_finished, run
 from suite.site import pages
@@ -109,6 +111,32 @@ def test_sigterm_in_process_is_an_interrupt_and_a_resumed_run_reruns_it(make_con
     assert again != path and outcome.status == "ok"  # interrupted is not finished: rerun
     _, outcome = run(config)
     assert outcome.status == "skipped"
+
+
+def interrupt(*args, **kwargs):
+    raise KeyboardInterrupt
+
+
+@pytest.mark.parametrize("where", ["while loading data", "in the first job of a sweep"])
+def test_an_interrupt_exits_130_and_stops_a_sweep(tmp_path, data_dir, monkeypatch, capsys, where):
+    results = tmp_path / "results"
+    monkeypatch.setenv("SUITE_HYDRA_DIR", str(tmp_path / "hydra"))
+    args = [*FAST, "budget=smoke", "budget.max_steps=2", f"data_dir={data_dir}", f"results_dir={results}"]
+    if where == "while loading data":
+        monkeypatch.setattr(suite.train, "load_data", interrupt)
+    else:
+        args = ["-m", *args, "seed=1,2"]
+        monkeypatch.setattr(suite.logger.NullLogger, "log", interrupt)  # Ctrl-C at the first step
+    monkeypatch.setattr(sys, "argv", ["suite", *args])
+    GlobalHydra.instance().clear()
+    with pytest.raises(SystemExit) as exit_info:
+        cli_main()
+    assert exit_info.value.code == 130
+    written = [records.read_record(p) for p in files_under(results)]
+    if where == "while loading data":
+        assert not written and "interrupted: no record written" in capsys.readouterr().err
+    else:  # the second seed never started
+        assert [(r["config"]["seed"], r["status"]) for r in written] == [(1, "interrupted")]
 
 
 # -- divergence -------------------------------------------------------------------------------------
