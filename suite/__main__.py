@@ -70,13 +70,12 @@ def check_override_keys(argv: list[str]) -> str | None:
         if not match:
             continue
         prefix, name, first, more, plain = match.groups()
-        if plain or (not prefix and "/" not in name and name not in CHECKED_GROUPS):
-            if (plain or name).split(".")[0] != "hydra":
-                wanted.append(plain or name)
-        elif name in CHECKED_GROUPS and name != "hydra/launcher":
-            groups.append(f"{prefix}{name}={first}")  # a sweep is checked with its first choice
-            if more:
-                swept.append(groups[-1])
+        if name and (CONF_DIR / name).is_dir():  # a config group: compose with its choice
+            if not name.startswith("hydra/"):
+                groups.append(f"{prefix}{name}={first}")  # a sweep is checked with its first choice
+                swept += [groups[-1]] if more else []
+        elif (plain or not prefix) and (plain or name).split(".")[0] != "hydra":
+            wanted.append(plain or name)
     if not wanted:
         return None
     from hydra import compose, initialize_config_dir
