@@ -11,6 +11,7 @@ from torch import nn
 
 import methods
 from suite.errors import ConfigError
+from tasks.cache import IGNORE_LABEL
 
 PAD_ID = 0
 
@@ -104,8 +105,8 @@ class Classifier(nn.Module):
         self.trunk = Trunk(vocab_size, seq_len, model, method)
         self.head = nn.Linear(model["d_model"], num_classes)
 
-    def forward(self, batch: Mapping[str, torch.Tensor]) -> torch.Tensor:
-        return self.head(self.trunk.pooled(batch["input_ids"]))
+    def forward(self, batch: Mapping[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+        return self.head(self.trunk.pooled(batch["input_ids"])), batch["label"]
 
 
 class PairClassifier(nn.Module):
@@ -117,21 +118,25 @@ class PairClassifier(nn.Module):
         self.trunk = Trunk(vocab_size, seq_len, model, method)
         self.head = nn.Sequential(nn.Linear(4 * d, d), nn.GELU(), nn.Linear(d, num_classes))
 
-    def forward(self, batch: Mapping[str, torch.Tensor]) -> torch.Tensor:
+    def forward(self, batch: Mapping[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
         x1, x2 = self.trunk.pooled(batch["input_ids"]), self.trunk.pooled(batch["input_ids_2"])
-        return self.head(torch.cat([x1, x2, x1 * x2, x1 - x2], dim=-1))
+        return self.head(torch.cat([x1, x2, x1 * x2, x1 - x2], dim=-1)), batch["label"]
 
 
 class Decoder(nn.Module):
-    """Causal decoder: a prediction at every position (recall)."""
+    """Causal decoder: a prediction at every scored position (recall)."""
 
     def __init__(self, vocab_size: int, seq_len: int, num_classes: int, model: Mapping, method: Mapping) -> None:
         super().__init__()
         self.trunk = Trunk(vocab_size, seq_len, model, method)
         self.head = nn.Linear(model["d_model"], num_classes)
 
-    def forward(self, batch: Mapping[str, torch.Tensor]) -> torch.Tensor:
-        return self.head(self.trunk(batch["input_ids"], causal=True))
+    def forward(self, batch: Mapping[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+        # The head runs only where a label is scored: recall tasks score a few positions of each
+        # sequence, and a vocabulary-sized head at every position would dominate the step's cost.
+        hidden, labels = self.trunk(batch["input_ids"], causal=True), batch["label"]
+        scored = labels != IGNORE_LABEL
+        return self.head(hidden[scored]), labels[scored]
 
 
 def build_model(backbone: str, info, model: Mapping, method: Mapping) -> nn.Module:
@@ -146,5 +151,5 @@ def build_model(backbone: str, info, model: Mapping, method: Mapping) -> nn.Modu
 
 
 def token_loss(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-    """Cross-entropy over scored positions (label -100 is ignored), for either target kind."""
-    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(), labels.reshape(-1), ignore_index=-100)
+    """Cross-entropy of a model's predictions (M, C) against their labels (M,)."""
+    return F.cross_entropy(logits.float(), labels)

@@ -18,7 +18,7 @@ from tqdm.auto import tqdm
 
 import tasks
 from suite import logger
-from suite.data import IGNORE_LABEL, capped, collate, real_tokens
+from suite.data import capped, collate, real_tokens
 from suite.errors import ConfigError
 from suite.metrics import TRAIN_METRICS, format_value
 from suite.model import build_model, check_model_config, token_loss
@@ -38,10 +38,8 @@ def lr_factor(step: int, warmup: int, total: int) -> float:
 
 
 def correct_and_count(logits: torch.Tensor, labels: torch.Tensor) -> tuple[int, int]:
-    """Correct predictions and scored positions (all examples, or labelled tokens)."""
-    scored = labels != IGNORE_LABEL
-    hits = (logits.argmax(-1) == labels) & scored
-    return int(hits.sum()), int(scored.sum())
+    """Correct predictions and how many were made (a model returns only scored predictions)."""
+    return int((logits.argmax(-1) == labels).sum()), labels.numel()
 
 
 def reset_process_peak() -> None:
@@ -97,8 +95,8 @@ def evaluate(model, loader: DataLoader, device: torch.device, max_batches: int |
             break
         batch = to_device(batch, device)
         with autocast(device):
-            logits = model(batch)
-        c, n = correct_and_count(logits, batch["label"])
+            logits, labels = model(batch)
+        c, n = correct_and_count(logits, labels)
         correct, total = correct + c, total + n
     model.train()
     return correct / max(1, total)
@@ -147,8 +145,8 @@ def train(config: Mapping, data: TaskData, device: torch.device) -> tuple[Outcom
             batch = to_device(batch, device)
             t0 = time.perf_counter()
             with autocast(device):
-                logits = model(batch)
-            loss = token_loss(logits, batch["label"])
+                logits, labels = model(batch)
+            loss = token_loss(logits, labels)
             if not torch.isfinite(loss):
                 outcome.status = "diverged"
                 outcome.error = f"loss became {loss.item()} at step {step + 1}"
@@ -167,7 +165,7 @@ def train(config: Mapping, data: TaskData, device: torch.device) -> tuple[Outcom
             step += 1
             last_finite_loss = loss.item()
             tokens += real_tokens(batch)
-            c, n = correct_and_count(logits.detach(), batch["label"])
+            c, n = correct_and_count(logits.detach(), labels)
             correct, scored = correct + c, scored + n
             bar.update(1)
             logger.current().log({"train/loss": last_finite_loss, "train/accuracy": c / max(1, n),
