@@ -19,7 +19,7 @@ import pyarrow as pa
 import torch
 from torch.utils.data import Dataset
 
-from tasks.base import TaskError
+from tasks.base import TaskData, TaskError, TaskInfo
 
 # LRA's retrieval texts are far longer than the csv module's default field limit (128 KiB).
 csv.field_size_limit(sys.maxsize)
@@ -149,3 +149,16 @@ def majority_baseline(train_labels: Sequence[int] | np.ndarray, test_labels: Seq
     labels are non-negative class ids, as a list, an array or a ``datasets`` column."""
     majority = int(np.argmax(np.bincount(np.asarray(train_labels, dtype=np.int64))))
     return float(np.mean(np.asarray(test_labels, dtype=np.int64) == majority))
+
+
+def classification_task(info: TaskInfo, splits: datasets.DatasetDict,
+                        items: Callable[[datasets.Dataset], Dataset]) -> TaskData:
+    """TaskData over cached Arrow splits with a ``label`` column, each split read through ``items``,
+    with the majority-class baseline of the train labels on the test split."""
+    return TaskData(
+        info=info,
+        train=items(splits["train"]),
+        val=items(splits["val"]),
+        test=items(splits["test"]),
+        baseline=majority_baseline(splits["train"]["label"], splits["test"]["label"]),
+    )

@@ -38,7 +38,7 @@ import torch
 from tasks.base import TaskData, TaskError, TaskInfo
 from tasks.cache import choice_option, generated_splits, int_option, split_sizes
 from tasks.genomics.nucleotides import ALPHABET, N_ID, VOCAB_SIZE
-from tasks.common import SequenceClassification, majority_baseline
+from tasks.common import SequenceClassification, classification_task
 
 FORMAT_VERSION = 1  # part of the cache key: bump when the generated data changes
 DESIGN_STREAM = 7  # seeds the motifs and the Markov table apart from the splits' streams
@@ -220,10 +220,4 @@ def load(config: Mapping, data_dir: Path) -> TaskData:
                "region_length": region_len, "markov_order": markov_order,
                "presence_shortcut_accuracy": presence_shortcut_accuracy(num_motif_pairs, mismatched_share)},
     )
-    return TaskData(
-        info=info,
-        train=SequenceClassification(splits["train"], seq_len),
-        val=SequenceClassification(splits["val"], seq_len),
-        test=SequenceClassification(splits["test"], seq_len),
-        baseline=majority_baseline(list(splits["train"]["label"]), list(splits["test"]["label"])),
-    )
+    return classification_task(info, splits, lambda split: SequenceClassification(split, seq_len))

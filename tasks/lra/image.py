@@ -23,7 +23,7 @@ from torch.utils.data import Dataset
 from tqdm import tqdm
 
 from tasks.base import TaskData, TaskError, TaskInfo
-from tasks.common import cached_splits, majority_baseline
+from tasks.common import cached_splits, classification_task
 from tasks.lra.hub import local_or_hub
 from tasks.lra.png import PNGError, decode_png
 
@@ -101,10 +101,4 @@ def load(config: Mapping, data_dir: Path) -> TaskData:
 
     splits = cached_splits(data_dir / "cache" / f"{name}-{tag}-grey", build)
     info = TaskInfo(name=name, family="lra", seq_len=1024, vocab_size=257, num_classes=10, extra={"source": tag, "image_size": 32})
-    return TaskData(
-        info=info,
-        train=PixelClassification(splits["train"]),
-        val=PixelClassification(splits["val"]),
-        test=PixelClassification(splits["test"]),
-        baseline=majority_baseline(splits["train"]["label"], splits["test"]["label"]),
-    )
+    return classification_task(info, splits, PixelClassification)

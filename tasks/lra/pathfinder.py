@@ -36,7 +36,7 @@ import numpy as np
 from tqdm import tqdm
 
 from tasks.base import TaskData, TaskError, TaskInfo
-from tasks.common import cached_splits, files_fingerprint, majority_baseline
+from tasks.common import cached_splits, files_fingerprint, classification_task
 from tasks.lra.image import PixelClassification, pixel_features
 from tasks.lra.png import PNGError, decode_png, encode_png
 
@@ -402,13 +402,7 @@ def load(config: Mapping, data_dir: Path) -> TaskData:
         num_classes=2,
         extra={"image_size": resolution, "level": LEVEL, "source": source, "regenerated": source == "generate"},
     )
-    return TaskData(
-        info=info,
-        train=PixelClassification(splits["train"]),
-        val=PixelClassification(splits["val"]),
-        test=PixelClassification(splits["test"]),
-        baseline=majority_baseline(splits["train"]["label"], splits["test"]["label"]),
-    )
+    return classification_task(info, splits, PixelClassification)
 
 
 __all__ = ["GEOMETRIES", "Example", "generate", "load", "make_example", "read_release"]

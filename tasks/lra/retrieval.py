@@ -20,7 +20,7 @@ import torch
 from torch.utils.data import Dataset
 
 from tasks.base import TaskData, TaskError, TaskInfo
-from tasks.common import cached_splits, files_fingerprint, majority_baseline
+from tasks.common import cached_splits, files_fingerprint, classification_task
 from tasks.lra.text import byte_tokens, sequence_length, token_features
 
 FILES = {"train": "new_aan_pairs.train.tsv", "val": "new_aan_pairs.eval.tsv", "test": "new_aan_pairs.test.tsv"}
@@ -90,10 +90,4 @@ def load(config: Mapping, data_dir: Path) -> TaskData:
         name=name, family="lra", seq_len=seq_len, vocab_size=257, num_classes=2,
         extra={"pair": True, "tokens": "bytes + 1"},
     )
-    return TaskData(
-        info=info,
-        train=PairClassification(splits["train"]),
-        val=PairClassification(splits["val"]),
-        test=PairClassification(splits["test"]),
-        baseline=majority_baseline(splits["train"]["label"], splits["test"]["label"]),
-    )
+    return classification_task(info, splits, PairClassification)

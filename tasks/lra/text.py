@@ -17,7 +17,7 @@ from pathlib import Path
 import datasets
 
 from tasks.base import TaskData, TaskError, TaskInfo
-from tasks.common import SequenceClassification, cached_splits, majority_baseline
+from tasks.common import SequenceClassification, cached_splits, classification_task
 from tasks.lra.hub import local_or_hub
 
 HUB_IDS = ("stanfordnlp/imdb", "imdb")
@@ -62,10 +62,4 @@ def load(config: Mapping, data_dir: Path) -> TaskData:
         name=name, family="lra", seq_len=seq_len, vocab_size=257, num_classes=2,
         extra={"source": tag, "tokens": "utf-8 bytes + 1", "val_is_test": True},
     )
-    return TaskData(
-        info=info,
-        train=SequenceClassification(splits["train"], seq_len),
-        val=SequenceClassification(splits["val"], seq_len),
-        test=SequenceClassification(splits["test"], seq_len),
-        baseline=majority_baseline(splits["train"]["label"], splits["test"]["label"]),
-    )
+    return classification_task(info, splits, lambda split: SequenceClassification(split, seq_len))
