@@ -2,9 +2,9 @@
 
 Causal: the sequence is cut into chunks of ``chunk_size``. Inside a chunk the (L, L) score block is
 dense and masked; keys of earlier chunks enter through the running sums kv = sum_j phi_k_j v_j^T
-(F, E) and z = sum_j phi_k_j (F), taken for all chunks at once by an exclusive cumulative sum over
-per-chunk states. The denominator rides along as an extra value column of ones, so each product
-yields numerator and denominator together. Everything is batched: no Python loop over chunks.
+(F, E) and z = sum_j phi_k_j (F), cumulative sums over per-chunk states. The denominator rides
+along as an extra value column of ones, so each product yields numerator and denominator together.
+The products are batched over the chunks of one head's segment (about 2048 tokens) at a time.
 The causal product has a hand-written backward: autograd's would add a pass over every (L, L)
 block for each add and mask, where here the adds ride in the matrix products (baddbmm) and the masks
 are applied in place.
@@ -31,14 +31,18 @@ def feature_attention_chunk(
     v_and_one = F.pad(v.float(), (0, 1), value=1.0)
     phi_q, phi_k = phi_q.float(), phi_k.float()
     if causal:
-        both = _causal_chunked(phi_q, phi_k, v_and_one, chunk_size)
+        numerator, denominator = _causal_chunked(phi_q, phi_k, v_and_one, chunk_size)
     else:
         both = phi_q @ (phi_k.transpose(-1, -2) @ v_and_one)
-    return divide_by_denominator(both[..., :-1], both[..., -1], eps)
+        numerator, denominator = both[..., :-1], both[..., -1]
+    return divide_by_denominator(numerator, denominator, eps)
 
 
-def _causal_chunked(phi_q: torch.Tensor, phi_k: torch.Tensor, v: torch.Tensor, chunk_size: int) -> torch.Tensor:
-    """sum_{j <= i} (phi_q_i . phi_k_j) v_j for every i, all in float32."""
+def _causal_chunked(
+    phi_q: torch.Tensor, phi_k: torch.Tensor, v: torch.Tensor, chunk_size: int
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """sum_{j <= i} (phi_q_i . phi_k_j) v_j for every i in float32, split into all but the last value
+    column (the numerator) and the last one (the denominator)."""
     batch, heads, n, features = phi_q.shape
     length = min(chunk_size, n)
     # Zero rows past the end: padded keys add nothing, padded queries are cut off below.
@@ -46,57 +50,76 @@ def _causal_chunked(phi_q: torch.Tensor, phi_k: torch.Tensor, v: torch.Tensor, c
     if pad:
         phi_q, phi_k, v = (F.pad(t, (0, 0, 0, pad)) for t in (phi_q, phi_k, v))
     chunks = (n + pad) // length
-    # Contiguous, so that (G, C) flattens to a view for the batched products.
+    # Contiguous, so that each head's run of chunks is one contiguous block for the batched products.
     q, k, vc = (t.reshape(batch * heads, chunks, length, t.shape[-1]).contiguous() for t in (phi_q, phi_k, v))
-    out = _CausalChunkProduct.apply(q, k, vc)
-    return out.reshape(batch, heads, n + pad, -1)[:, :, :n]
+    numerator, denominator = _CausalChunkProduct.apply(q, k, vc)
+    numerator, denominator = numerator.reshape(batch, heads, n + pad, -1), denominator.reshape(batch, heads, n + pad)
+    return (numerator[:, :, :n], denominator[:, :, :n]) if pad else (numerator, denominator)
 
 
-def _exclusive_cumsum(states: torch.Tensor) -> torch.Tensor:
-    """sum of states over the chunks before each chunk (dim 1), written into one new tensor."""
-    before = torch.empty_like(states)
-    before[:, 0] = 0.0
-    torch.cumsum(states[:, :-1], dim=1, out=before[:, 1:])
-    return before
+# Chunks of one head handled together: a run of 2048 tokens keeps every tensor the products touch
+# (about 4 MiB at 64 features) in cache, so time grows linearly with N instead of slowing once the
+# whole (B, H, N) tensors outgrow the cache.
+SEGMENT_TOKENS = 2048
 
 
-def _reverse_exclusive_cumsum(states: torch.Tensor) -> torch.Tensor:
-    """sum of states over the chunks after each chunk (dim 1); flips of the small per-chunk states only."""
-    after = torch.empty_like(states)
-    after[:, -1] = 0.0
-    after[:, :-1] = states[:, 1:].flip(1).cumsum(1).flip(1)
-    return after
-
-
-def _flat(t: torch.Tensor) -> torch.Tensor:
-    """(G, C, L, X) -> (G * C, L, X) as a view (in-place products write through it)."""
-    return t.view(-1, *t.shape[2:])
+def _segments(chunks: int, length: int) -> list[slice]:
+    """Runs of consecutive chunks holding about SEGMENT_TOKENS tokens, in order."""
+    step = max(1, SEGMENT_TOKENS // length)
+    return [slice(start, min(start + step, chunks)) for start in range(0, chunks, step)]
 
 
 class _CausalChunkProduct(torch.autograd.Function):
-    """out_c = tril(q_c k_c^T) v_c + q_c S_c, S_c = sum_{c' < c} k_c'^T v_c'; tensors (G, C, L, X)."""
+    """out_c = tril(q_c k_c^T) v_c + q_c S_c, S_c = sum_{c' < c} k_c'^T v_c'; tensors (G, C, L, X).
+
+    Returns out[..., :-1] and out[..., -1] as two outputs, so that their gradients arrive apart and
+    are joined once here, not each scattered into a zero tensor of the full size by autograd.
+    Works on one head and one run of chunks (a segment) at a time, carrying the running state across.
+    """
 
     @staticmethod
-    def forward(ctx, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
-        # tril_, not a 0/1 product: a huge later key may score inf, and inf * 0 is nan.
-        scores = (q @ k.transpose(-1, -2)).tril_()
-        states_before = _exclusive_cumsum(k.transpose(-1, -2) @ v)  # (G, C, F, E)
-        out = q @ states_before
-        _flat(out).baddbmm_(_flat(scores), _flat(v))
+    def forward(ctx, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        heads, chunks, length, _ = q.shape
+        out = torch.empty_like(v)
+        scores = q.new_empty(heads, chunks, length, length)
+        states_before = q.new_empty(heads, chunks, q.shape[-1], v.shape[-1])  # (G, C, F, E)
+        for g in range(heads):
+            state = q.new_zeros(q.shape[-1], v.shape[-1])
+            for seg in _segments(chunks, length):
+                qs, ks, vs, before = q[g, seg], k[g, seg], v[g, seg], states_before[g, seg]
+                # tril_, not a 0/1 product: a huge later key may score inf, and inf * 0 is nan.
+                torch.bmm(qs, ks.transpose(-1, -2), out=scores[g, seg]).tril_()
+                chunk_states = ks.transpose(-1, -2) @ vs
+                # The state before a chunk sums all chunks before it, here and in earlier segments.
+                before[0] = state
+                torch.cumsum(chunk_states[:-1], 0, out=before[1:])
+                before[1:] += state
+                state = before[-1] + chunk_states[-1]
+                torch.bmm(qs, before, out=out[g, seg]).baddbmm_(scores[g, seg], vs)
         ctx.save_for_backward(q, k, v, scores, states_before)
-        return out
+        return out[..., :-1], out[..., -1]
 
     @staticmethod
-    def backward(ctx, grad: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    def backward(
+        ctx, grad_numerator: torch.Tensor, grad_denominator: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         q, k, v, scores, states_before = ctx.saved_tensors
-        grad = grad.contiguous()
-        grad_scores = (grad @ v.transpose(-1, -2)).tril_()
-        # A chunk's state reaches the queries of every later chunk.
-        grad_states = _reverse_exclusive_cumsum(q.transpose(-1, -2) @ grad)  # (G, C, F, E)
-        grad_q = grad @ states_before.transpose(-1, -2)
-        _flat(grad_q).baddbmm_(_flat(grad_scores), _flat(k))
-        grad_k = v @ grad_states.transpose(-1, -2)
-        _flat(grad_k).baddbmm_(_flat(grad_scores).transpose(-1, -2), _flat(q))
-        grad_v = k @ grad_states
-        _flat(grad_v).baddbmm_(_flat(scores).transpose(-1, -2), _flat(grad))
+        grad = torch.cat([grad_numerator, grad_denominator.unsqueeze(-1)], dim=-1)
+        grad_q, grad_k, grad_v = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
+        heads, chunks, length, _ = q.shape
+        for g in range(heads):
+            # A chunk's state reaches the queries of every later chunk: sum their gradients backwards.
+            after = q.new_zeros(q.shape[-1], v.shape[-1])
+            for seg in reversed(_segments(chunks, length)):
+                qs, ks, vs, gs = q[g, seg], k[g, seg], v[g, seg], grad[g, seg]
+                grad_scores = (gs @ vs.transpose(-1, -2)).tril_()
+                reached = (qs.transpose(-1, -2) @ gs).flip(0).cumsum(0).flip(0)  # chunk and later ones
+                grad_states = torch.empty_like(reached)
+                grad_states[-1] = after
+                torch.add(reached[1:], after, out=grad_states[:-1])
+                after = reached[0] + after
+                torch.bmm(gs, states_before[g, seg].transpose(-1, -2), out=grad_q[g, seg]).baddbmm_(grad_scores, ks)
+                torch.bmm(vs, grad_states.transpose(-1, -2), out=grad_k[g, seg]).baddbmm_(
+                    grad_scores.transpose(-1, -2), qs)
+                torch.bmm(ks, grad_states, out=grad_v[g, seg]).baddbmm_(scores[g, seg].transpose(-1, -2), gs)
         return grad_q, grad_k, grad_v
