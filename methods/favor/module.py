@@ -75,9 +75,10 @@ class FavorAttention(FeatureMapAttention):
             key_shift = (bound - KEY_LOGIT_CEILING).clamp_min(0.0).expand(logits_k.shape[:2]).unsqueeze(-1)
         else:
             key_shift = logits_k.detach().amax((-2, -1)).unsqueeze(-1)  # (B,H,1)
-        root_m = math.sqrt(self.num_features)
-        phi_q = torch.exp(logits_q - query_shift.unsqueeze(-1)) / root_m
-        phi_k = torch.exp(logits_k - key_shift.unsqueeze(-1)) / root_m
+        # 1/sqrt(m) rides in the exponent and exp works in place: one new (B,H,N,m) tensor per map.
+        log_root_m = 0.5 * math.log(self.num_features)
+        phi_q = (logits_q - (query_shift + log_root_m).unsqueeze(-1)).exp_()
+        phi_k = (logits_k - (key_shift + log_root_m).unsqueeze(-1)).exp_()
         # Both shifts scale the denominator by exp(-shifts); eps follows so that it cancels too.
         # Clamped away from 0 so that a fully underflowed denominator gives 0, never 0/0.
         eps = DENOMINATOR_EPS * torch.exp(-(query_shift + key_shift))
