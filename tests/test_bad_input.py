@@ -61,7 +61,8 @@ BAD_INPUT = [
     (("model=huge",), "unknown model 'huge'; valid models: paper, small, smoke"),
     (("logger=tensorboard",), "unknown logger 'tensorboard'; valid loggers: none, wandb"),
     (("experiment=lra_nope",), "unknown experiment 'lra_nope'; valid experiments: leaderboard_cpu, "),
-    (("method=linear", "method.impl=cuda"), "unknown impl 'cuda' for method 'linear'; valid: auto, naive, chunk, triton"),
+    (("method=linear", "method.impl=cuda"),
+     "unknown impl 'cuda' for method 'linear'; valid: auto, naive, chunk, triton"),
     (("device=gpu",), "unknown device 'gpu'; valid: auto, cpu, cuda"),
     # misspelled keys: the key meant, not Hydra's five lines advising `+key=`
     (("budgte.max_steps=3",), "unknown config key 'budgte.max_steps'; did you mean 'budget.max_steps'?"),

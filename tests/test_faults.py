@@ -189,9 +189,10 @@ def test_running_out_of_memory_is_recorded_as_oom(make_config, monkeypatch, wher
 def test_a_memory_cap_makes_a_job_oom_and_the_multirun_goes_on(tmp_path, data_dir):
     results = tmp_path / "results"
     env = {**os.environ, "SUITE_DATA_DIR": str(data_dir), "SUITE_HYDRA_DIR": str(tmp_path / "hydra")}
+    sweep = ("memory_cap_bytes=1000000,null",)  # 1 MB: below any process's resident set, then no cap
     done = subprocess.run([sys.executable, "-m", "suite", "-m", *FAST, "budget=smoke", "budget.max_steps=2",
-                           f"results_dir={results}", "memory_cap_bytes=1000000,null"],  # 1 MB: below any process's resident set
-                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+                           f"results_dir={results}", *sweep], cwd=tmp_path, env=env, capture_output=True,
+                          text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-2000:]
     found = {r["config"]["memory_cap_bytes"]: r for _, r in records.iter_records(results)}
     assert {cap: r["status"] for cap, r in found.items()} == {1000000: "oom", None: "ok"}
