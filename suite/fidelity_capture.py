@@ -18,7 +18,7 @@ from torch import nn
 from suite import train
 from suite.errors import ConfigError
 from suite.fidelity_plots import write_atomically
-from suite.model import MultiHeadAttention, build_model, check_model_config
+from suite.model import Decoder, MultiHeadAttention, build_model, check_model_config
 
 SOFTMAX = {"name": "softmax", "impl": "auto", "options": {}}
 # What defines the trained model; paths and the mode's own grids do not.
@@ -92,7 +92,8 @@ def attention_inputs(model: nn.Module, examples: list[torch.Tensor], device: tor
     handles = [layer.register_forward_hook(keeper(i), with_kwargs=True) for i, layer in enumerate(layers)]
     try:
         for ids in examples:
-            model({"input_ids": ids.unsqueeze(0).to(device)})
+            # The trunk alone: the hooks need the attention inputs, not the head's predictions.
+            model.trunk(ids.unsqueeze(0).to(device), causal=isinstance(model, Decoder))
     finally:
         for handle in handles:
             handle.remove()
