@@ -57,16 +57,23 @@ def _causal_chunked(
     return (numerator[:, :, :n], denominator[:, :, :n]) if pad else (numerator, denominator)
 
 
-# Chunks of one head handled together: a run of 2048 tokens keeps every tensor the products touch
-# (about 4 MiB at 64 features) in cache, so time grows linearly with N instead of slowing once the
-# whole (B, H, N) tensors outgrow the cache.
+# About 2048 tokens handled together: every tensor the products touch (about 4 MiB at 64
+# features) stays in cache, so time grows linearly with N instead of slowing once the whole
+# (B, H, N) tensors outgrow the cache, and short sequences still come in few, large products.
 SEGMENT_TOKENS = 2048
 
 
-def _segments(chunks: int, length: int) -> list[slice]:
-    """Runs of consecutive chunks holding about SEGMENT_TOKENS tokens, in order."""
+def _blocks(heads: int, chunks: int, length: int) -> list[list[tuple[slice, slice]]]:
+    """Groups of (heads, chunks) blocks of about SEGMENT_TOKENS tokens; a running state is carried
+    through the blocks of a group, in order. A head longer than that is one group of runs of its
+    chunks; shorter heads are grouped whole, several at a time."""
+    per_head = chunks * length
+    if per_head <= SEGMENT_TOKENS:
+        group = max(1, SEGMENT_TOKENS // per_head)
+        return [[(slice(h, min(h + group, heads)), slice(0, chunks))] for h in range(0, heads, group)]
     step = max(1, SEGMENT_TOKENS // length)
-    return [slice(start, min(start + step, chunks)) for start in range(0, chunks, step)]
+    return [[(slice(h, h + 1), slice(start, min(start + step, chunks))) for start in range(0, chunks, step)]
+            for h in range(heads)]
 
 
 class _CausalChunkProduct(torch.autograd.Function):
@@ -74,7 +81,7 @@ class _CausalChunkProduct(torch.autograd.Function):
 
     Returns out[..., :-1] and out[..., -1] as two outputs, so that their gradients arrive apart and
     are joined once here, not each scattered into a zero tensor of the full size by autograd.
-    Works on one head and one run of chunks (a segment) at a time, carrying the running state across.
+    Works on one block of heads and chunks at a time (``_blocks``), carrying the running state across.
     """
 
     @staticmethod
@@ -83,19 +90,20 @@ class _CausalChunkProduct(torch.autograd.Function):
         out = torch.empty_like(v)
         scores = q.new_empty(heads, chunks, length, length)
         states_before = q.new_empty(heads, chunks, q.shape[-1], v.shape[-1])  # (G, C, F, E)
-        for g in range(heads):
-            state = q.new_zeros(q.shape[-1], v.shape[-1])
-            for seg in _segments(chunks, length):
-                qs, ks, vs, before = q[g, seg], k[g, seg], v[g, seg], states_before[g, seg]
+        for group in _blocks(heads, chunks, length):
+            state = 0.0
+            for hs, seg in group:
+                qs, ks, vs = q[hs, seg].flatten(0, 1), k[hs, seg].flatten(0, 1), v[hs, seg].flatten(0, 1)
+                before, block_scores = states_before[hs, seg], scores[hs, seg].flatten(0, 1)
                 # tril_, not a 0/1 product: a huge later key may score inf, and inf * 0 is nan.
-                torch.bmm(qs, ks.transpose(-1, -2), out=scores[g, seg]).tril_()
-                chunk_states = ks.transpose(-1, -2) @ vs
-                # The state before a chunk sums all chunks before it, here and in earlier segments.
-                before[0] = state
-                torch.cumsum(chunk_states[:-1], 0, out=before[1:])
-                before[1:] += state
-                state = before[-1] + chunk_states[-1]
-                torch.bmm(qs, before, out=out[g, seg]).baddbmm_(scores[g, seg], vs)
+                torch.bmm(qs, ks.transpose(-1, -2), out=block_scores).tril_()
+                chunk_states = (ks.transpose(-1, -2) @ vs).view(before.shape)
+                # The state before a chunk sums all chunks before it, here and in earlier blocks.
+                before[:, 0] = state
+                torch.cumsum(chunk_states[:, :-1], 1, out=before[:, 1:])
+                before[:, 1:] += state
+                state = before[:, -1:] + chunk_states[:, -1:]
+                torch.bmm(qs, before.flatten(0, 1), out=out[hs, seg].flatten(0, 1)).baddbmm_(block_scores, vs)
         ctx.save_for_backward(q, k, v, scores, states_before)
         return out[..., :-1], out[..., -1]
 
@@ -107,19 +115,24 @@ class _CausalChunkProduct(torch.autograd.Function):
         grad = torch.cat([grad_numerator, grad_denominator.unsqueeze(-1)], dim=-1)
         grad_q, grad_k, grad_v = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
         heads, chunks, length, _ = q.shape
-        for g in range(heads):
+        for group in _blocks(heads, chunks, length):
             # A chunk's state reaches the queries of every later chunk: sum their gradients backwards.
-            after = q.new_zeros(q.shape[-1], v.shape[-1])
-            for seg in reversed(_segments(chunks, length)):
-                qs, ks, vs, gs = q[g, seg], k[g, seg], v[g, seg], grad[g, seg]
+            after = 0.0
+            for hs, seg in reversed(group):
+                qs, ks, vs, gs = (t[hs, seg].flatten(0, 1) for t in (q, k, v, grad))
                 grad_scores = (gs @ vs.transpose(-1, -2)).tril_()
-                reached = (qs.transpose(-1, -2) @ gs).flip(0).cumsum(0).flip(0)  # chunk and later ones
+                shape = states_before[hs, seg].shape
+                # This chunk's and every later chunk's query gradients, summed from the end.
+                reached = (qs.transpose(-1, -2) @ gs).view(shape).flip(1).cumsum(1).flip(1)
                 grad_states = torch.empty_like(reached)
-                grad_states[-1] = after
-                torch.add(reached[1:], after, out=grad_states[:-1])
-                after = reached[0] + after
-                torch.bmm(gs, states_before[g, seg].transpose(-1, -2), out=grad_q[g, seg]).baddbmm_(grad_scores, ks)
-                torch.bmm(vs, grad_states.transpose(-1, -2), out=grad_k[g, seg]).baddbmm_(
+                grad_states[:, -1:] = after
+                torch.add(reached[:, 1:], after, out=grad_states[:, :-1])
+                after = reached[:, :1] + after
+                grad_states = grad_states.flatten(0, 1)
+                torch.bmm(gs, states_before[hs, seg].flatten(0, 1).transpose(-1, -2),
+                          out=grad_q[hs, seg].flatten(0, 1)).baddbmm_(grad_scores, ks)
+                torch.bmm(vs, grad_states.transpose(-1, -2), out=grad_k[hs, seg].flatten(0, 1)).baddbmm_(
                     grad_scores.transpose(-1, -2), qs)
-                torch.bmm(ks, grad_states, out=grad_v[g, seg]).baddbmm_(scores[g, seg].transpose(-1, -2), gs)
+                torch.bmm(ks, grad_states, out=grad_v[hs, seg].flatten(0, 1)).baddbmm_(
+                    scores[hs, seg].flatten(0, 1).transpose(-1, -2), gs)
         return grad_q, grad_k, grad_v
