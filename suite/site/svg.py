@@ -196,3 +196,21 @@ def plot(title: str, x: Axis, y: Axis, series: Sequence[Series], *, markers: Seq
         out.append(_text(x0, 30, note, class_="plot-note"))
     out.append("</svg>")
     return "\n".join(out)
+
+
+# What board.css gives a plot on the site, for an SVG file that must look the same on its own.
+STANDALONE_STYLE = """
+.frame { fill: none; stroke: #8b949e; } .grid { stroke: #eaeef2; }
+text { font-family: sans-serif; font-size: 11px; fill: #1d2329; }
+.plot-title { font-weight: 600; font-size: 13px; } .plot-note, .axis-label { fill: #5f6b76; }
+.axis-label { font-size: 12px; } .series { fill: none; stroke-width: 2; }
+.frontier, .frontier-point { fill: none; stroke: #222; stroke-width: 1.5; } .frontier { stroke-dasharray: 5 3; }
+.marker { stroke-dasharray: 3 3; stroke-width: 1.5; } .failed path { fill: none; stroke-width: 2; }
+"""
+
+
+def standalone(svg: str) -> str:
+    """A figure from :func:`plot` as a complete SVG file: its namespace, a white ground, its style."""
+    opening, rest = svg.split("\n", 1)
+    opening = opening.replace("<svg ", '<svg xmlns="http://www.w3.org/2000/svg" ', 1)
+    return f'{opening}\n<style>{STANDALONE_STYLE}</style>\n<rect width="100%" height="100%" fill="#fff"/>\n{rest}\n'
