@@ -27,7 +27,7 @@ import methods
 from methods.base import AttentionMethod, MethodError
 from suite.errors import ConfigError
 from suite.metrics import DECODE_CROSSOVER_METRICS, DECODE_METRICS, format_value
-from suite.run import JobResult, Outcome
+from suite.run import JobResult, Outcome, is_out_of_memory
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
@@ -102,13 +102,6 @@ def free_memory_bytes(device: torch.device) -> int | None:
     except OSError:
         pass
     return None
-
-
-def is_out_of_memory(exc: BaseException) -> bool:
-    """Whether ``exc`` is an allocation failure (CUDA, or the CPU allocator's RuntimeError)."""
-    if isinstance(exc, (torch.cuda.OutOfMemoryError, MemoryError)):
-        return True
-    return isinstance(exc, RuntimeError) and ("out of memory" in str(exc) or "can't allocate memory" in str(exc))
 
 
 def measure_point(module: AttentionMethod, batch: int, context: int, heads: int, head_dim: int,

@@ -74,8 +74,10 @@ def is_out_of_memory(exc: BaseException) -> bool:
     """Whether ``exc`` means the job ran out of memory: CUDA's or the CPU allocator's, or Python's."""
     if isinstance(exc, (MemoryError, torch.cuda.OutOfMemoryError)):
         return True
-    # torch's CPU allocator raises a plain RuntimeError when malloc fails
-    return isinstance(exc, RuntimeError) and "DefaultCPUAllocator: can't allocate memory" in str(exc)
+    # torch's allocators also raise plain RuntimeErrors ("DefaultCPUAllocator: can't allocate memory",
+    # "CUDA out of memory" from some kernels)
+    text = str(exc)
+    return isinstance(exc, RuntimeError) and ("out of memory" in text or "can't allocate memory" in text)
 
 
 def job_module(mode: str):

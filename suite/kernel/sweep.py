@@ -22,10 +22,10 @@ from suite.kernel.implementations import (
     SDPA, Implementation, method_implementations, peer_implementations, sdpa_backend,
 )
 from suite.metrics import format_bytes, format_seconds
+from suite.run import is_out_of_memory
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 PHASES = ("fwd", "fwdbwd")
-OOM_ERRORS = (torch.cuda.OutOfMemoryError, MemoryError)
 MIN_REPEATS = 3  # fewest timed calls that give a median and a spread
 
 
@@ -36,14 +36,6 @@ class Sweep:
     points: list[dict] = field(default_factory=list)
     matmul: dict[str, dict] = field(default_factory=dict)
     interrupted: bool = False
-
-
-def is_oom(exc: BaseException) -> bool:
-    """Out of memory on a GPU, or a failed host allocation (which PyTorch raises as RuntimeError)."""
-    if isinstance(exc, OOM_ERRORS):
-        return True
-    text = str(exc)
-    return isinstance(exc, RuntimeError) and ("out of memory" in text or "can't allocate memory" in text)
 
 
 def dtype_unsupported(dtype: torch.dtype, device: torch.device) -> str | None:
@@ -207,7 +199,7 @@ def run_point(impl: Implementation, shape: Mapping, n: int, device: torch.device
         return {"status": "skipped", "reason": str(exc)}
     except Exception as exc:  # noqa: BLE001 - one point's failure must not end the sweep
         first_line = str(exc).splitlines()[0] if str(exc) else ""
-        status = "oom" if is_oom(exc) else "error"
+        status = "oom" if is_out_of_memory(exc) else "error"
         reason = first_line if status == "oom" else f"{type(exc).__name__}: {first_line}"
     # Outside the handler, so the traceback no longer holds the failed call's tensors.
     gc.collect()
