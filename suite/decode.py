@@ -15,8 +15,7 @@ from __future__ import annotations
 import math
 import statistics
 import time
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -26,6 +25,7 @@ from tqdm.auto import tqdm
 import methods
 from methods.base import AttentionMethod, MethodError
 from suite.errors import ConfigError
+from suite.hardware import cpu_threads, synchronize
 from suite.metrics import DECODE_CROSSOVER_METRICS, DECODE_METRICS, format_value
 from suite.run import JobResult, Outcome, is_out_of_memory
 
@@ -80,11 +80,6 @@ def state_bytes(state: Mapping | tuple) -> int:
 
 
 # -- one point of the grid -------------------------------------------------------------------------
-def synchronize(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-
-
 def percentile(values: list[float], fraction: float) -> float:
     """Nearest-rank percentile: the smallest value with at least ``fraction`` of values at or below it."""
     ordered = sorted(values)
@@ -236,23 +231,6 @@ def build(method: Mapping, head_dim: int, grid: Grid, device: torch.device) -> A
         raise ConfigError(f"mode=decode reaches {longest:,} tokens but {method['name']} with these options "
                           f"takes at most {limit:,}; shorten the grid's context_lengths or raise its limit")
     return module.to(device).eval()
-
-
-@contextmanager
-def cpu_threads(count: int | None, device: torch.device) -> Iterator[int | None]:
-    """Run with ``count`` torch threads on the CPU (None: torch's default), restored after; yields
-    the count in use (None on CUDA)."""
-    if device.type != "cpu":
-        yield None
-        return
-    if count is not None and (not isinstance(count, int) or isinstance(count, bool) or count < 1):
-        raise ConfigError(f"mode.cpu_threads must be a positive integer or null, got {count!r}")
-    previous = torch.get_num_threads()
-    torch.set_num_threads(count or previous)
-    try:
-        yield torch.get_num_threads()
-    finally:
-        torch.set_num_threads(previous)
 
 
 def job(config: Mapping, device: torch.device) -> JobResult:

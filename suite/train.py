@@ -20,13 +20,13 @@ import tasks
 from suite import logger
 from suite.data import capped, collate, real_tokens
 from suite.errors import ConfigError
+from suite.hardware import reset_peak_rss, synchronize
 from suite.metrics import TRAIN_METRICS, format_value
 from suite.model import build_model, check_model_config, token_loss
 from suite.run import JobResult, Outcome, is_out_of_memory
 from tasks.base import TaskData
 
 SPLIT_LIMITS = ("num_train", "num_val", "num_test")
-CLEAR_REFS = Path("/proc/self/clear_refs")  # Linux: writing "5" resets the process's peak RSS
 
 
 def lr_factor(step: int, warmup: int, total: int) -> float:
@@ -40,15 +40,6 @@ def lr_factor(step: int, warmup: int, total: int) -> float:
 def correct_and_count(logits: torch.Tensor, labels: torch.Tensor) -> tuple[int, int]:
     """Correct predictions and how many were made (a model returns only scored predictions)."""
     return int((logits.argmax(-1) == labels).sum()), labels.numel()
-
-
-def reset_process_peak() -> None:
-    """Start the process's peak RSS afresh where Linux allows it, so that a job in a multirun is not
-    charged with the peak of the jobs before it; elsewhere the peak stays the process's own."""
-    try:
-        CLEAR_REFS.write_text("5")
-    except OSError:
-        pass
 
 
 def peak_memory(device: torch.device) -> tuple[int, str]:
@@ -158,8 +149,7 @@ def train(config: Mapping, data: TaskData, device: torch.device) -> tuple[Outcom
             optimizer.step()
             scheduler.step()
             optimizer.zero_grad(set_to_none=True)
-            if device.type == "cuda":
-                torch.cuda.synchronize(device)
+            synchronize(device)
             step_times.append(time.perf_counter() - t0)
             check_memory_cap(cap, device)
             step += 1
@@ -269,7 +259,8 @@ def job(config: Mapping, device: torch.device) -> JobResult:
     check_budget(config["budget"])
     check_model_config(config["model"], config["task"]["seq_len"])
     memory_cap(config)
-    reset_process_peak()
+    # A job in a multirun is not charged with the peak of the jobs before it (Linux).
+    reset_peak_rss()
     data = load_data(config)
     try:
         outcome, _ = train(config, data, device)

@@ -14,6 +14,7 @@ from collections.abc import Mapping
 import torch
 
 from suite.errors import ConfigError
+from suite.hardware import cpu_threads
 from suite.kernel import report
 from suite.kernel.implementations import PEERS
 from suite.kernel.measure import high_water_mark_usable
@@ -93,14 +94,9 @@ def job(config: Mapping, device: torch.device) -> JobResult:
     """mode=kernel: sweep the grid, derive slopes and crossovers, return the points and summary."""
     grid = select_grid(config)
     load_before = load_average()
-    threads = torch.get_num_threads()
-    if device.type == "cpu" and grid["cpu_threads"]:
-        torch.set_num_threads(grid["cpu_threads"])
-    try:
+    with cpu_threads(grid["cpu_threads"], device):
         sweep = run_sweep(config, grid, device)
         used_threads = torch.get_num_threads()
-    finally:
-        torch.set_num_threads(threads)
     statuses = {p["status"] for p in sweep.points}
     if sweep.interrupted:
         status, error = "interrupted", f"interrupted after {len(sweep.points)} points"

@@ -26,15 +26,10 @@ from pathlib import Path
 
 import torch
 
+from suite.hardware import reset_peak_rss
+
 STATUS_FILE = Path("/proc/self/status")
-CLEAR_REFS_FILE = Path("/proc/self/clear_refs")
-RESET_PEAK_RSS = "5"  # clear_refs: reset the peak resident set size (Linux >= 4.0)
 SAMPLE_INTERVAL_S = 1e-3
-
-
-def synchronize(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
 
 
 def time_calls(fn: Callable[[], object], device: torch.device, repeats: int) -> list[float]:
@@ -86,11 +81,9 @@ def _malloc_trim() -> None:
 def high_water_mark_usable() -> bool:
     """Whether this process can reset and read its peak resident set (Linux /proc)."""
     try:
-        CLEAR_REFS_FILE.write_text(RESET_PEAK_RSS)
-        _status_kib("VmHWM")
+        return reset_peak_rss() and _status_kib("VmHWM") >= 0
     except OSError:
         return False
-    return True
 
 
 def _rss_bytes() -> int:
@@ -120,7 +113,7 @@ def cpu_peak_memory(fn: Callable[[], object]) -> tuple[int, str]:
     _malloc_trim()
     if high_water_mark_usable():
         before = _status_kib("VmRSS")
-        CLEAR_REFS_FILE.write_text(RESET_PEAK_RSS)
+        reset_peak_rss()
         fn()
         return max(0, _status_kib("VmHWM") - before) * 1024, "process_rss_high_water_mark"
     before = _rss_bytes()
