@@ -17,7 +17,7 @@ from torch import nn
 
 from suite import train
 from suite.errors import ConfigError
-from suite.fidelity_plots import write_atomically
+from suite.records import write_atomically
 from suite.model import Decoder, MultiHeadAttention, build_model, check_model_config
 
 SOFTMAX = {"name": "softmax", "impl": "auto", "options": {}}

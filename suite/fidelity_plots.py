@@ -5,11 +5,10 @@ and of FLOPs against d_phi beside exact attention's at each N."""
 from __future__ import annotations
 
 import math
-import os
-import tempfile
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 
+from suite.records import write_atomically
 from suite.site.svg import Axis, Series, color_of, plot, standalone
 
 REFERENCE_COLOR = "#777777"
@@ -90,16 +89,3 @@ def write_plots(metrics: Mapping, folder: Path, stem: str, method: str) -> list[
         write_atomically(folder / name, lambda tmp: tmp.write_text(svg))
         names.append(name)
     return names
-
-
-def write_atomically(path: Path, write: Callable[[Path], None]) -> None:
-    """``write`` a temporary file beside ``path``, then rename it over ``path``: never half a file."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
-    try:
-        write(Path(tmp))
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise

@@ -13,7 +13,7 @@ import os
 import secrets
 import tempfile
 import warnings
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -103,21 +103,27 @@ def record_path(record: Mapping, results_dir: str | Path) -> Path:
     )
 
 
-def write_record(record: Mapping, results_dir: str | Path) -> Path:
-    """Write ``record`` atomically under ``results_dir`` and return its path."""
-    path = record_path(record, results_dir)
+def write_atomically(path: Path, write: Callable[[Path], None]) -> None:
+    """``write`` a temporary file beside ``path``, flush it to disk, then rename it over ``path``:
+    a reader, a crash or a concurrent writer never sees half a file."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    text = json.dumps(record, indent=2, sort_keys=False, allow_nan=False, default=str) + "\n"
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.stem}.", suffix=".tmp", dir=path.parent)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.close(fd)
     try:
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-            f.flush()
+        write(Path(tmp))
+        with open(tmp, "rb+") as f:
             os.fsync(f.fileno())
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def write_record(record: Mapping, results_dir: str | Path) -> Path:
+    """Write ``record`` atomically under ``results_dir`` and return its path."""
+    path = record_path(record, results_dir)
+    text = json.dumps(record, indent=2, sort_keys=False, allow_nan=False, default=str) + "\n"
+    write_atomically(path, lambda tmp: tmp.write_text(text))
     return path
 
 
