@@ -141,7 +141,8 @@ def main() -> None:
         config = OmegaConf.to_container(cfg, resolve=True)
         sweeping = HydraConfig.get().mode == RunMode.MULTIRUN
         try:
-            _, outcome = run(config)
+            # A sweep resumes (finished jobs are skipped); a single command always runs.
+            _, outcome = run(config, resume=sweeping)
         except USER_ERRORS as exc:
             print(f"error: {exc}", file=sys.stderr)
             if sweeping:

@@ -113,11 +113,11 @@ def find_finished(results_dir: str | Path, config_hash: str) -> Path | None:
     return found
 
 
-def run(config: Mapping) -> tuple[Path, Outcome]:
+def run(config: Mapping, resume: bool = True) -> tuple[Path, Outcome]:
     """Run one job of ``config`` (a resolved plain dict); return the record path and outcome.
 
-    A job whose config hash already has an ok record in ``results_dir`` is skipped (the path of
-    that record is returned) unless ``force`` is set. A job that fails is recorded with status
+    When resuming (a sweep), a job whose config hash already has an ok record in ``results_dir`` is
+    skipped (the path of that record is returned) unless ``force`` is set. A job that fails is recorded with status
     ``error`` rather than raised, so a sweep goes on; user mistakes are raised before any work.
     """
     started = time.perf_counter()
@@ -127,7 +127,7 @@ def run(config: Mapping) -> tuple[Path, Outcome]:
     check_run_keys(config)
     device = resolve_device(config["device"])
     config_hash = records.config_hash(config, device.type)
-    if not config.get("force", False):
+    if resume and not config.get("force", False):
         done = find_finished(config["results_dir"], config_hash)
         if done is not None:
             print(f"skipped: an ok record of this run already exists: {done} (force=true reruns it)")

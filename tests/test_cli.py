@@ -48,6 +48,12 @@ def test_smoke_run_writes_exactly_one_complete_record(tmp_path, data_dir):
     assert f"record: {written[0]}" in done.stdout
     assert "baseline" in done.stdout and "majority class" in done.stdout
 
+    # A single command always runs, even where an ok record of it exists (only sweeps resume).
+    again = cli("method=softmax", "task=listops", "budget=smoke", f"results_dir={results}",
+                data_dir=data_dir, cwd=tmp_path)
+    assert again.returncode == 0 and "skipped" not in again.stdout
+    assert len([p for p in results.rglob("*") if p.is_file()]) == 2
+
 
 @pytest.mark.parametrize("args, named", [
     (("method=nope", "task=listops"), "valid methods: "),
