@@ -58,7 +58,7 @@ def assert_one_line_refusal(code: int, err: str, says: str, results: Path) -> No
 
 BAD_INPUT = [
     # unknown choices the CLI tests do not try (tests/test_cli.py: method, task, budget, mode)
-    (("model=huge",), "unknown model 'huge'; valid models: paper, small, smoke"),
+    (("model=huge",), "unknown model 'huge'; valid models: hybrid, paper, small, smoke"),
     (("logger=tensorboard",), "unknown logger 'tensorboard'; valid loggers: none, wandb"),
     (("experiment=lra_nope",), "unknown experiment 'lra_nope'; valid experiments: leaderboard_cpu, "),
     (("method=linear", "method.impl=cuda"),

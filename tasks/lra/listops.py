@@ -94,10 +94,12 @@ class _TooLong(Exception):
     """Raised inside the sampler once an expression is sure to reach MAX_LENGTH."""
 
 
-def sample_expression(rng: random.Random) -> tuple[str, int]:
-    """Draw expressions until one has a length in (MIN_LENGTH, MAX_LENGTH); return it and its value.
+def sample_expression(
+    rng: random.Random, min_length: int = MIN_LENGTH, max_length: int = MAX_LENGTH
+) -> tuple[str, int]:
+    """Draw expressions until one has a length in (min_length, max_length); return it and its value.
 
-    Abandoning an expression as soon as it reaches MAX_LENGTH saves building what would be dropped
+    Abandoning an expression as soon as it reaches max_length saves building what would be dropped
     and leaves the distribution of the kept ones unchanged.
     """
     rand = rng.random
@@ -107,7 +109,7 @@ def sample_expression(rng: random.Random) -> tuple[str, int]:
         nonlocal length
         num_args = 2 + int(rand() * (MAX_ARGS - 1))
         length += 2 + num_args  # operator, END and, for now, one token per argument
-        if length >= MAX_LENGTH:
+        if length >= max_length:
             raise _TooLong
         args, values = [], []
         may_nest = depth + 1 < MAX_DEPTH
@@ -131,15 +133,17 @@ def sample_expression(rng: random.Random) -> tuple[str, int]:
             text, value = operation(1)
         except _TooLong:
             continue
-        if length > MIN_LENGTH:
+        if length > min_length:
             return text, value
 
 
 def generate(
-    out_dir: str | Path, num_train: int = 96_000, num_val: int = 2_000, num_test: int = 2_000, seed: int = 0
+    out_dir: str | Path, num_train: int = 96_000, num_val: int = 2_000, num_test: int = 2_000, seed: int = 0,
+    min_length: int = MIN_LENGTH, max_length: int = MAX_LENGTH,
 ) -> None:
     """Write ``basic_{train,val,test}.tsv`` (columns Source, Target) to ``out_dir`` as in the LRA
-    release; the same arguments give byte-identical files."""
+    release; the same arguments give byte-identical files. ``min_length`` and ``max_length`` bound
+    the kept lengths (LRA's 500 and 2000 by default; shorter for the CPU variant ``listops_short``)."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     sizes = {"train": num_train, "val": num_val, "test": num_test}
@@ -150,7 +154,7 @@ def generate(
 
         def unique_rows(count: int) -> Iterator[tuple[str, int]]:
             while count > 0:
-                text, value = sample_expression(rng)
+                text, value = sample_expression(rng, min_length, max_length)
                 digest = hashlib.blake2b(text.encode(), digest_size=16).digest()
                 if digest not in seen:
                     seen.add(digest)
@@ -223,18 +227,25 @@ def load(config: Mapping, data_dir: Path) -> TaskData:
     """Build (or read from ``<data_dir>/listops/<key>/``) the splits described by ``config``."""
     source = choice_option(config, "source", SOURCES)
     seq_len = int_option(config, "seq_len")
-    if seq_len > MAX_LENGTH:  # the record would claim a length that no example reaches
-        raise TaskError(f"task.seq_len={seq_len}: ListOps expressions are shorter than {MAX_LENGTH} tokens "
-                        f"(LRA's length); use task.seq_len <= {MAX_LENGTH}")
+    min_length = int_option(config, "min_length", minimum=0) if "min_length" in config else MIN_LENGTH
+    max_length = int_option(config, "max_length") if "max_length" in config else MAX_LENGTH
+    if max_length - min_length < 2 or max_length > MAX_LENGTH:
+        raise TaskError(f"task.min_length={min_length}, task.max_length={max_length}: kept lengths lie strictly "
+                        f"between them, so max_length - min_length must be >= 2, and max_length <= {MAX_LENGTH}")
+    if seq_len > max_length:  # the record would claim a length that no example reaches
+        raise TaskError(f"task.seq_len={seq_len}: ListOps expressions are shorter than {max_length} tokens "
+                        f"(task.max_length; LRA's is {MAX_LENGTH}); use task.seq_len <= {max_length}")
     sizes = {split: int_option(config, f"num_{split}") for split in SPLITS}
     data_dir = Path(data_dir)
 
     if source == "generate":
         seed = int_option(config, "data_seed", minimum=0)
         key = f"generate-train{sizes['train']}-val{sizes['val']}-test{sizes['test']}-seed{seed}-v{FORMAT_VERSION}"
+        if (min_length, max_length) != (MIN_LENGTH, MAX_LENGTH):  # LRA's lengths keep their old cache key
+            key += f"-len{min_length}-{max_length}"
 
         def build(work_dir: Path) -> datasets.DatasetDict:
-            generate(work_dir, sizes["train"], sizes["val"], sizes["test"], seed)
+            generate(work_dir, sizes["train"], sizes["val"], sizes["test"], seed, min_length, max_length)
             return read_splits(work_dir)
 
     else:
@@ -258,7 +269,7 @@ def load(config: Mapping, data_dir: Path) -> TaskData:
         vocab_size=len(VOCAB),
         num_classes=NUM_CLASSES,
         baseline_name="majority class",
-        extra={"source": source, "cache_key": key, **{f"num_{split}": size for split, size in sizes.items()}},
+        extra={"source": source, "cache_key": key, "min_length": min_length, "max_length": max_length, **{f"num_{split}": size for split, size in sizes.items()}},
     )
     train, val, test = (SequenceClassification(splits[split], seq_len) for split in SPLITS)
     return TaskData(info, train, val, test, baseline=majority_baseline(train.labels, test.labels))
