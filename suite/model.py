@@ -1,5 +1,11 @@
 """Backbones: a Transformer encoder classifier (LRA), its two-tower variant (retrieval) and a causal
-decoder (recall), each taking its attention from ``methods.build``."""
+decoder (recall), each taking its attention from ``methods.build``.
+
+The trunk's layers follow ``model.mixers``, repeated over ``model.num_layers``: ``attention`` (the
+method under test) or ``conv`` (a short causal convolution, Zoology's ``BaseConv``). Zoology and
+Based run recall as ``[conv, attention]`` with no position embeddings and no MLP
+(``conf/model/hybrid.yaml``); the LRA models are ``[attention]`` with learned positions and an MLP.
+"""
 
 from __future__ import annotations
 
@@ -14,6 +20,8 @@ from suite.errors import ConfigError
 from tasks.cache import IGNORE_LABEL
 
 PAD_ID = 0
+MIXERS = ("attention", "conv")
+POSITIONS = ("learned", "none")
 
 
 def check_model_config(model: Mapping, seq_len: int) -> None:
@@ -31,6 +39,18 @@ def check_model_config(model: Mapping, seq_len: int) -> None:
         raise ConfigError(f"model.dropout must be a number in [0, 1), got {dropout!r}")
     if isinstance(seq_len, bool) or not isinstance(seq_len, int) or seq_len <= 0:
         raise ConfigError(f"task.seq_len must be a positive integer, got {seq_len!r}")
+    mixers = model.get("mixers", ["attention"])
+    if not isinstance(mixers, (list, tuple)) or not mixers or any(m not in MIXERS for m in mixers):
+        raise ConfigError(f"model.mixers must be a non-empty list of {', '.join(MIXERS)}; got {mixers!r}")
+    if "attention" not in mixers:
+        raise ConfigError(f"model.mixers={list(mixers)} has no attention layer: the method would never run")
+    if model.get("position", "learned") not in POSITIONS:
+        raise ConfigError(f"model.position must be one of {', '.join(POSITIONS)}; got {model['position']!r}")
+    if not isinstance(model.get("mlp", True), bool):
+        raise ConfigError(f"model.mlp must be true or false, got {model['mlp']!r}")
+    kernel = model.get("conv_kernel", 3)
+    if isinstance(kernel, bool) or not isinstance(kernel, int) or kernel < 1:
+        raise ConfigError(f"model.conv_kernel must be a positive integer, got {kernel!r}")
 
 
 class MultiHeadAttention(nn.Module):
@@ -52,40 +72,66 @@ class MultiHeadAttention(nn.Module):
         return self.out(o.transpose(1, 2).reshape(b, n, d))
 
 
-class Block(nn.Module):
-    """Pre-norm Transformer block."""
+class ShortConv(nn.Module):
+    """A gated short convolution (Zoology's ``BaseConv``): ``proj(x) * conv(x)``, the convolution
+    depthwise over the last ``kernel_size`` tokens. It gives each position a view of its
+    predecessors, which key-value binding in recall needs. Causal always: position i sees i-k+1..i
+    (an encoder model is bidirectional only through its attention layers)."""
 
-    def __init__(self, d_model: int, num_heads: int, d_ff: int, dropout: float, method: Mapping) -> None:
+    def __init__(self, d_model: int, kernel_size: int) -> None:
         super().__init__()
+        self.kernel_size = kernel_size
+        self.conv = nn.Conv1d(d_model, d_model, kernel_size, groups=d_model, padding=kernel_size - 1)
+        self.proj = nn.Linear(d_model, d_model)
+
+    def forward(self, x: torch.Tensor, causal: bool = True) -> torch.Tensor:
+        n = x.shape[1]
+        mixed = self.conv(x.transpose(1, 2))[..., :n].transpose(1, 2)  # drop the look-ahead outputs
+        return self.proj(x) * mixed
+
+
+class Block(nn.Module):
+    """Pre-norm residual block: a sequence mixer (attention or short convolution), then an MLP
+    unless ``mlp`` is off."""
+
+    def __init__(self, mixer: str, model: Mapping, method: Mapping) -> None:
+        super().__init__()
+        d_model = model["d_model"]
         self.norm1 = nn.LayerNorm(d_model)
-        self.attn = MultiHeadAttention(d_model, num_heads, method)
-        self.norm2 = nn.LayerNorm(d_model)
-        self.ff = nn.Sequential(nn.Linear(d_model, d_ff), nn.GELU(), nn.Linear(d_ff, d_model))
-        self.drop = nn.Dropout(dropout)
+        self.mixer = (MultiHeadAttention(d_model, model["num_heads"], method) if mixer == "attention"
+                      else ShortConv(d_model, model.get("conv_kernel", 3)))
+        self.ff = None
+        if model.get("mlp", True):
+            self.norm2 = nn.LayerNorm(d_model)
+            self.ff = nn.Sequential(nn.Linear(d_model, model["d_ff"]), nn.GELU(), nn.Linear(model["d_ff"], d_model))
+        self.drop = nn.Dropout(model["dropout"])
 
     def forward(self, x: torch.Tensor, causal: bool) -> torch.Tensor:
-        x = x + self.drop(self.attn(self.norm1(x), causal))
-        return x + self.drop(self.ff(self.norm2(x)))
+        x = x + self.drop(self.mixer(self.norm1(x), causal))
+        return x if self.ff is None else x + self.drop(self.ff(self.norm2(x)))
 
 
 class Trunk(nn.Module):
-    """Token and learned position embeddings, then the blocks and a final norm."""
+    """Token embeddings (plus learned position embeddings unless ``model.position`` is none), then
+    the blocks and a final norm."""
 
     def __init__(self, vocab_size: int, seq_len: int, model: Mapping, method: Mapping) -> None:
         super().__init__()
         d = model["d_model"]
         self.embed = nn.Embedding(vocab_size, d, padding_idx=PAD_ID)
-        self.position = nn.Embedding(seq_len, d)
+        self.position = nn.Embedding(seq_len, d) if model.get("position", "learned") == "learned" else None
         self.drop = nn.Dropout(model["dropout"])
+        mixers = model.get("mixers", ["attention"])
         self.blocks = nn.ModuleList(
-            Block(d, model["num_heads"], model["d_ff"], model["dropout"], method)
-            for _ in range(model["num_layers"])
+            Block(mixers[i % len(mixers)], model, method) for i in range(model["num_layers"])
         )
         self.norm = nn.LayerNorm(d)
 
     def forward(self, ids: torch.Tensor, causal: bool) -> torch.Tensor:
-        positions = torch.arange(ids.shape[1], device=ids.device)
-        x = self.drop(self.embed(ids) + self.position(positions))
+        x = self.embed(ids)
+        if self.position is not None:
+            x = x + self.position(torch.arange(ids.shape[1], device=ids.device))
+        x = self.drop(x)
         for block in self.blocks:
             x = block(x, causal)
         return self.norm(x)
