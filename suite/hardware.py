@@ -22,14 +22,14 @@ def synchronize(device: torch.device) -> None:
 
 
 @contextmanager
-def cpu_threads(count: int | None, device: torch.device) -> Iterator[int | None]:
+def cpu_threads(count: int | None, device: torch.device, key: str = "mode.cpu_threads") -> Iterator[int | None]:
     """Run with ``count`` torch threads on the CPU (None: torch's default), restored after; yields
     the count in use (None on CUDA)."""
     if device.type != "cpu":
         yield None
         return
     if count is not None and (not isinstance(count, int) or isinstance(count, bool) or count < 1):
-        raise ConfigError(f"mode.cpu_threads must be a positive integer or null, got {count!r}")
+        raise ConfigError(f"{key} must be a positive integer or null, got {count!r}")
     previous = torch.get_num_threads()
     torch.set_num_threads(count or previous)
     try:

@@ -24,6 +24,7 @@ import torch
 import methods
 from suite import env, logger, records
 from suite.errors import USER_ERRORS, ConfigError
+from suite.hardware import cpu_threads
 
 DEVICES = ("auto", "cpu", "cuda")
 # mode -> module holding its ``job`` and ``summary``; imported on use.
@@ -137,7 +138,8 @@ def run(config: Mapping, resume: bool = True) -> tuple[Path, Outcome]:
 
     with sigterm_as_interrupt(), logger.opened(config) as log:
         try:
-            result = module.job(config, device)
+            with cpu_threads(config.get("cpu_threads"), device, key="cpu_threads"):
+                result = module.job(config, device)
         except USER_ERRORS:
             raise
         except Exception as exc:  # recorded, so the sweep goes on; the traceback goes to stderr

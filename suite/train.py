@@ -97,6 +97,7 @@ def train(config: Mapping, data: TaskData, device: torch.device) -> tuple[Outcom
     """Train ``config['method']`` on ``data`` under ``config['budget']``; return the outcome and the
     model (holding the weights of the best validation step when the run is ok)."""
     budget, seed = config["budget"], config["seed"]
+    target = budget.get("target_val_accuracy")
     cap = memory_cap(config)
     started = time.perf_counter()
     torch.manual_seed(seed)
@@ -169,6 +170,9 @@ def train(config: Mapping, data: TaskData, device: torch.device) -> tuple[Outcom
                     best_val, best_step = val, step
                     best_state = copy.deepcopy({k: v.detach().cpu() for k, v in model.state_dict().items()})
                 bar.write(f"step {step}: val acc {val:.4f} (best {best_val:.4f} at step {best_step})")
+                if target is not None and val >= target:  # solved: Zoology stops here too
+                    bar.write(f"step {step}: val acc reached budget.target_val_accuracy={target}; stopping")
+                    break
     except KeyboardInterrupt:
         outcome.status, outcome.error = "interrupted", f"interrupted after {step} steps"
     finally:
@@ -191,9 +195,11 @@ def train(config: Mapping, data: TaskData, device: torch.device) -> tuple[Outcom
         train_tokens=tokens,
         train_tokens_per_s=tokens / sum(step_times) if step_times else None,
         median_step_time_s=statistics.median(step_times) if step_times else None,
+        stopped_early=step < total_steps and outcome.status == "ok",
         peak_memory_bytes=memory,
         peak_memory_source=memory_source,
         param_count=param_count,
+        cpu_threads=torch.get_num_threads() if device.type == "cpu" else None,
         train_wall_time_s=time.perf_counter() - started,
     )
     return outcome, model
@@ -221,6 +227,9 @@ def check_budget(budget: Mapping) -> None:
     warmup = budget["warmup_steps"]
     if isinstance(warmup, bool) or not isinstance(warmup, int) or warmup < 0:
         raise ConfigError(f"budget.warmup_steps must be an integer >= 0, got {warmup!r}")
+    target = budget.get("target_val_accuracy")
+    if target is not None and (not is_finite_number(target) or not 0 < target <= 1):
+        raise ConfigError(f"budget.target_val_accuracy must be a number in (0, 1] or null, got {target!r}")
     if not is_finite_number(budget["lr"]) or budget["lr"] <= 0:
         raise ConfigError(f"budget.lr must be a finite number > 0, got {budget['lr']!r}")
     if not is_finite_number(budget["weight_decay"]) or budget["weight_decay"] < 0:
@@ -253,6 +262,22 @@ def load_data(config: Mapping) -> TaskData:
     return data
 
 
+def recurrent_state_bytes(model: torch.nn.Module, seq_len: int) -> int:
+    """Bytes of the decoding state each attention layer holds after a full-length prompt of one
+    sequence, summed over layers, as the method itself builds it (``prefill_state``): the
+    recurrent state size against which Zoology and Based plot recall (softmax: its KV cache)."""
+    from suite.decode import state_bytes
+    from suite.model import MultiHeadAttention
+
+    total = 0
+    for layer in (m for m in model.modules() if isinstance(m, MultiHeadAttention)):
+        shape = (1, layer.num_heads, seq_len, layer.attention.head_dim)
+        with torch.no_grad():
+            k, v = (torch.randn(shape, device=layer.qkv.weight.device) for _ in range(2))
+            total += state_bytes(layer.attention.prefill_state(k, v))
+    return total
+
+
 def job(config: Mapping, device: torch.device) -> JobResult:
     """mode=train: train on the task, test at the best validation step."""
     tasks.loader(config["task"]["name"])  # unknown task: fail before any work
@@ -263,7 +288,8 @@ def job(config: Mapping, device: torch.device) -> JobResult:
     reset_peak_rss()
     data = load_data(config)
     try:
-        outcome, _ = train(config, data, device)
+        outcome, model = train(config, data, device)
+        outcome.metrics["state_bytes"] = recurrent_state_bytes(model, data.info.seq_len)
     except Exception as exc:
         if not is_out_of_memory(exc):
             raise

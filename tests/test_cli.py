@@ -58,7 +58,7 @@ def test_smoke_run_writes_exactly_one_complete_record(tmp_path, data_dir):
 @pytest.mark.parametrize("args, named", [
     (("method=nope", "task=listops"), "valid methods: "),
     (("method=softmax", "task=nope"), "valid tasks: "),
-    (("budget=huge",), "valid budgets: paper, small, smoke"),
+    (("budget=huge",), "valid budgets: cpu, paper, small, smoke"),
     (("mode=nope",), "valid modes: decode, fidelity, kernel, train"),
 ])
 def test_unknown_choice_is_one_line_exit_2_and_touches_nothing(tmp_path, data_dir, args, named):
