@@ -14,7 +14,8 @@ import sys
 from pathlib import Path
 
 CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
-CHECKED_GROUPS = ("method", "task", "budget", "model", "mode", "logger", "experiment", "hydra/launcher")
+CHECKED_GROUPS = ("method", "task", "budget", "model", "mode", "logger", "experiment", "protocol", "point",
+                  "hydra/launcher")
 # Hydra's own launchers need no extra; ours (conf/hydra/launcher/) need their plugin installed.
 BUILTIN_LAUNCHERS = ("basic",)
 EXIT_USER_ERROR = 2
@@ -136,13 +137,13 @@ def main() -> None:
         from hydra.core.hydra_config import HydraConfig
         from hydra.types import RunMode
 
-        from suite.run import run
+        from suite.protocol import run_protocol
 
         config = OmegaConf.to_container(cfg, resolve=True)
         sweeping = HydraConfig.get().mode == RunMode.MULTIRUN
         try:
             # A sweep resumes (finished jobs are skipped); a single command always runs.
-            _, outcome = run(config, resume=sweeping)
+            outcome = run_protocol(config, resume=sweeping)
         except USER_ERRORS as exc:
             print(f"error: {exc}", file=sys.stderr)
             if sweeping:

@@ -26,8 +26,11 @@ FIELD_TYPES: dict[str, type | tuple[type, ...]] = {
     "method": dict, "task": dict, "config": dict, "config_hash": str, "metrics": dict, "env": dict,
 }
 FIELDS = tuple(FIELD_TYPES)
-# Where a run's files go, or how it is watched, does not change what the run measures.
-NON_DEFINING_KEYS = frozenset({"results_dir", "data_dir", "hydra", "logger", "force"})
+# Where a run's files go, how it is watched or scheduled, or how many CPU threads it takes does not
+# change what the run measures (the threads change its speed, which the record reports beside).
+NON_DEFINING_KEYS = frozenset({"results_dir", "data_dir", "hydra", "logger", "force", "protocol", "cpu_threads"})
+# What the learning-rate protocol varies inside one board cell (see suite.protocol).
+SWEPT_KEYS = (("budget", "lr"), ("seed",))
 
 
 class RecordError(ValueError):
@@ -52,6 +55,28 @@ def config_hash(config: Mapping, device_type: str) -> str:
     defining["device"] = device_type
     canonical = json.dumps(defining, sort_keys=True, separators=(",", ":"), default=str)
     return hashlib.sha256(canonical.encode()).hexdigest()[:16]
+
+
+def cell_key(config: Mapping) -> str:
+    """A hash of what defines a board cell: the run's defining config without the learning rate
+    and the seed, which the protocol sweeps inside the cell."""
+    defining = {k: v for k, v in config.items() if k not in NON_DEFINING_KEYS}
+    defining["budget"] = {k: v for k, v in defining["budget"].items() if k != "lr"}
+    defining.pop("seed", None)
+    canonical = json.dumps(defining, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(canonical.encode()).hexdigest()[:16]
+
+
+def select_lr(runs: list[Mapping]) -> float | None:
+    """The learning rate a sweep chooses from its records (one per rate at the first seed): the best
+    validation accuracy of an ok run, ties broken by fewer steps, then the smaller rate; None when
+    no run is ok."""
+    ok = [r for r in runs if r["status"] == "ok" and r["metrics"].get("val_accuracy") is not None]
+    if not ok:
+        return None
+    best = max(ok, key=lambda r: (r["metrics"]["val_accuracy"], -r["metrics"].get("steps", 0),
+                                  -r["config"]["budget"]["lr"]))
+    return best["config"]["budget"]["lr"]
 
 
 def utc_now() -> str:
