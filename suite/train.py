@@ -317,4 +317,20 @@ def summary(record: Mapping) -> str:
     lines = [head, "-" * len(head)] + [f"{label:<{width}}  {value}" for label, value in rows]
     if record["error"]:
         lines.append(f"{'error':<{width}}  {record['error']}")
-    return "\n".join(lines)
+    verdict = baseline_verdict(m.get("test_accuracy"), m.get("baseline_accuracy"), m.get("baseline_name"),
+                               record["task"].get("num_test"))
+    return "\n".join(lines + ([verdict] if verdict else []))
+
+
+def baseline_verdict(accuracy: float | None, baseline: float | None, name: str | None,
+                     num_test: int | None) -> str | None:
+    """One sentence saying whether the test accuracy is clearly above the task's baseline: by more
+    than two binomial standard errors of an accuracy measured on ``num_test`` examples."""
+    if accuracy is None or baseline is None or not num_test:
+        return None
+    name = name or "baseline"
+    two_se = 2 * math.sqrt(max(accuracy * (1 - accuracy), 1e-12) / num_test)
+    if accuracy - two_se > baseline:
+        return (f"above the {name} baseline by {100 * (accuracy - baseline):.1f} points "
+                f"(two standard errors of the test accuracy: {100 * two_se:.1f})")
+    return f"not above the {name} baseline: nothing was learned at this budget"
