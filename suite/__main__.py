@@ -14,8 +14,8 @@ import sys
 from pathlib import Path
 
 CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
-CHECKED_GROUPS = ("method", "task", "budget", "model", "mode", "logger", "experiment", "protocol", "point", "state_size",
-                  "hydra/launcher")
+CHECKED_GROUPS = ("method", "task", "budget", "model", "mode", "logger", "experiment", "protocol", "point",
+                  "state_size", "hydra/launcher")
 # Hydra's own launchers need no extra; ours (conf/hydra/launcher/) need their plugin installed.
 BUILTIN_LAUNCHERS = ("basic",)
 EXIT_USER_ERROR = 2
