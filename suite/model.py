@@ -89,6 +89,20 @@ class ShortConv(nn.Module):
         mixed = self.conv(x.transpose(1, 2))[..., :n].transpose(1, 2)  # drop the look-ahead outputs
         return self.proj(x) * mixed
 
+    def init_state(self, batch: int, device: torch.device | None = None,
+                   dtype: torch.dtype | None = None) -> torch.Tensor:
+        """The decoding state before any token: the last ``kernel_size - 1`` inputs (B, K-1, D),
+        oldest first; zeros, as the parallel form's left padding."""
+        return torch.zeros(batch, self.kernel_size - 1, self.proj.in_features, device=device, dtype=dtype)
+
+    def step(self, x_t: torch.Tensor, state: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """One decoding step: x_t (B, D) -> (y_t (B, D), new state); the same output as ``forward``
+        at this position of the sequence whose earlier inputs the state holds."""
+        window = torch.cat([state, x_t.unsqueeze(1)], dim=1)  # (B, K, D), oldest first
+        # Conv1d is a cross-correlation: weight tap j meets input t - (K-1) + j, i.e. window[:, j].
+        mixed = (window * self.conv.weight[:, 0, :].t()).sum(1) + self.conv.bias
+        return self.proj(x_t) * mixed, window[:, 1:]
+
 
 class Block(nn.Module):
     """Pre-norm residual block: a sequence mixer (attention or short convolution), then an MLP

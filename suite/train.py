@@ -328,9 +328,9 @@ def baseline_verdict(accuracy: float | None, baseline: float | None, name: str |
     than two binomial standard errors of an accuracy measured on ``num_test`` examples."""
     if accuracy is None or baseline is None or not num_test:
         return None
-    name = name or "baseline"
+    which = f"the {name} baseline" if name else "the baseline"  # not "the baseline baseline"
     two_se = 2 * math.sqrt(max(accuracy * (1 - accuracy), 1e-12) / num_test)
     if accuracy - two_se > baseline:
-        return (f"above the {name} baseline by {100 * (accuracy - baseline):.1f} points "
+        return (f"above {which} by {100 * (accuracy - baseline):.1f} points "
                 f"(two standard errors of the test accuracy: {100 * two_se:.1f})")
-    return f"not above the {name} baseline: nothing was learned at this budget"
+    return f"not above {which}: nothing was learned at this budget"

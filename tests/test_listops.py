@@ -243,3 +243,67 @@ def test_bad_config_is_one_clear_error(tmp_path: Path, overrides: dict, says: st
     with pytest.raises(TaskError) as error:
         listops.load(config(**overrides), tmp_path)
     assert str(error.value) == says
+
+
+def short_config(make_config, **overrides: object) -> dict:
+    """conf/task/listops_short.yaml as composed, with small splits."""
+    task = make_config("task=listops_short")["task"]
+    return {**task, "num_train": SIZES["train"], "num_val": SIZES["val"], "num_test": SIZES["test"], **overrides}
+
+
+def test_listops_short_keeps_lengths_strictly_between_its_bounds(make_config, tmp_path: Path) -> None:
+    config = short_config(make_config)
+    low, high = config["min_length"], config["max_length"]
+    assert (low, high, config["seq_len"]) == (10, 100, 100)
+    data = listops.load(config, tmp_path)
+    key_dir = tmp_path / "listops" / data.info.extra["cache_key"]
+    lengths = []
+    for split in SIZES:
+        for source, target in read_rows(key_dir / f"basic_{split}.tsv"):
+            facts = evaluate(source)
+            assert str(facts["value"]) == target
+            assert facts["length"] == len(listops.encode(source))
+            lengths.append(facts["length"])
+    assert len(lengths) == sum(SIZES.values())
+    assert all(low < length < high for length in lengths), sorted(lengths)
+    # Every example fits seq_len whole: no truncation at the short lengths.
+    assert all(len(data.test[i]["input_ids"]) == len(listops.encode(source))
+               for i, (source, _) in enumerate(read_rows(key_dir / "basic_test.tsv")))
+    assert (data.info.name, data.info.extra["min_length"], data.info.extra["max_length"]) == ("listops_short", 10, 100)
+
+
+def test_listops_short_has_its_own_cache_key(make_config, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Only the keys are compared, so no data is built (LRA's lengths are slow to draw).
+    class Stop(Exception):
+        pass
+
+    def record_key(directory: Path, build) -> None:
+        keys.append(directory.name)
+        raise Stop
+
+    keys: list[str] = []
+    monkeypatch.setattr(listops, "cached_splits", record_key)
+    for cfg in (config(), short_config(make_config, seq_len=2000, min_length=500, max_length=2000),
+                short_config(make_config)):
+        with pytest.raises(Stop):
+            listops.load(cfg, tmp_path)
+    default, same_lengths, short = keys
+    assert default == "generate-train30-val10-test10-seed0-v1"  # LRA's lengths keep their old key
+    assert same_lengths == default  # the name alone does not change the data
+    assert short == default + "-len10-100"
+
+
+@pytest.mark.parametrize(
+    ("overrides", "says"),
+    [
+        ({"min_length": 10, "max_length": 11}, "max_length - min_length must be >= 2"),
+        ({"min_length": 50, "max_length": 40}, "max_length - min_length must be >= 2"),
+        ({"max_length": 2001}, "max_length <= 2000"),
+        ({"seq_len": 101}, "task.seq_len=101: ListOps expressions are shorter than 100 tokens"),
+        ({"min_length": -1}, "task.min_length=-1: expected an integer >= 0"),
+    ],
+)
+def test_bad_lengths_are_refused(make_config, tmp_path: Path, overrides: dict, says: str) -> None:
+    with pytest.raises(TaskError, match=says):
+        listops.load(short_config(make_config, **overrides), tmp_path)
+    assert not (tmp_path / "listops").exists()  # refused before anything was generated

@@ -269,7 +269,8 @@ def load(config: Mapping, data_dir: Path) -> TaskData:
         vocab_size=len(VOCAB),
         num_classes=NUM_CLASSES,
         baseline_name="majority class",
-        extra={"source": source, "cache_key": key, "min_length": min_length, "max_length": max_length, **{f"num_{split}": size for split, size in sizes.items()}},
+        extra={"source": source, "cache_key": key, "min_length": min_length, "max_length": max_length,
+               **{f"num_{split}": size for split, size in sizes.items()}},
     )
     train, val, test = (SequenceClassification(splits[split], seq_len) for split in SPLITS)
     return TaskData(info, train, val, test, baseline=majority_baseline(train.labels, test.labels))

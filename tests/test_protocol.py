@@ -1,0 +1,120 @@
+"""protocol=lr_sweep: the choice of the learning rate (records.select_lr), the board cell it is
+chosen in (records.cell_key), and the sweep end to end: its runs, its choice, its resumption."""
+
+from __future__ import annotations
+
+import pytest
+
+from suite import records
+from suite.errors import ConfigError
+from suite.protocol import check_lr_sweep
+from tests.test_cli import cli
+
+
+def swept(lr: float, val: float | None, steps: int = 100, status: str = "ok") -> dict:
+    """The parts of a record select_lr reads."""
+    metrics = {"steps": steps} if val is None else {"steps": steps, "val_accuracy": val}
+    return {"status": status, "config": {"budget": {"lr": lr}}, "metrics": metrics}
+
+
+def test_select_lr_takes_the_best_validation_accuracy():
+    runs = [swept(1e-3, 0.50), swept(3e-3, 0.75), swept(1e-2, 0.60)]
+    assert records.select_lr(runs) == 3e-3
+
+
+def test_select_lr_ties_go_to_fewer_steps_then_the_smaller_rate():
+    # Equal accuracy: the run that stopped early (fewer steps) learned faster.
+    assert records.select_lr([swept(1e-3, 0.9, steps=100), swept(1e-2, 0.9, steps=40)]) == 1e-2
+    # Equal accuracy and steps: the smaller rate.
+    assert records.select_lr([swept(1e-2, 0.9), swept(1e-3, 0.9), swept(3e-3, 0.9)]) == 1e-3
+
+
+def test_select_lr_ignores_runs_that_are_not_ok():
+    runs = [swept(1e-3, 0.40), swept(1e-2, 0.99, status="diverged"), swept(3e-3, 0.99, status="error"),
+            swept(3e-2, None)]  # ok but without a validation accuracy
+    assert records.select_lr(runs) == 1e-3
+
+
+def test_select_lr_is_none_when_no_run_is_ok():
+    assert records.select_lr([swept(1e-3, None, status="error"), swept(1e-2, 0.5, status="diverged")]) is None
+    assert records.select_lr([]) is None
+
+
+def test_cell_key_ignores_lr_and_seed_but_not_the_task(make_config):
+    base = make_config("method=linear", "task=mqar")
+    key = records.cell_key(base)
+    assert records.cell_key(make_config("method=linear", "task=mqar", "budget.lr=0.01", "seed=3")) == key
+    assert records.cell_key(make_config("method=linear", "task=mqar", "task.seq_len=128")) != key
+    assert records.cell_key(make_config("method=softmax", "task=mqar")) != key
+    assert records.cell_key(make_config("method=linear", "task=mqar", "budget.max_steps=9")) != key
+    # The run's own hash does see the rate and the seed.
+    assert (records.config_hash(make_config("method=linear", "task=mqar", "budget.lr=0.01"), "cpu")
+            != records.config_hash(base, "cpu"))
+
+
+def test_config_hash_ignores_protocol_and_cpu_threads(make_config):
+    base = make_config("method=linear", "task=mqar")
+    swept_config = make_config("method=linear", "task=mqar", "protocol=lr_sweep", "cpu_threads=1")
+    assert swept_config["protocol"]["name"] == "lr_sweep" and swept_config["cpu_threads"] == 1
+    assert records.config_hash(swept_config, "cpu") == records.config_hash(base, "cpu")
+    assert records.cell_key(swept_config) == records.cell_key(base)
+
+
+@pytest.mark.parametrize("protocol, says", [
+    ({"lrs": [], "seeds": [0]}, "protocol.lrs must be a non-empty list"),
+    ({"lrs": [1e-3, -1e-3], "seeds": [0]}, "protocol.lrs must be a non-empty list"),
+    ({"lrs": [1e-3, True], "seeds": [0]}, "protocol.lrs must be a non-empty list"),
+    ({"lrs": 1e-3, "seeds": [0]}, "protocol.lrs must be a non-empty list"),
+    ({"lrs": [1e-3], "seeds": []}, "protocol.seeds must be a non-empty list"),
+    ({"lrs": [1e-3], "seeds": [0, 0]}, "protocol.seeds must be a non-empty list of distinct integers"),
+    ({"lrs": [1e-3], "seeds": [0, 1.5]}, "protocol.seeds must be a non-empty list of distinct integers"),
+])
+def test_check_lr_sweep_refuses_bad_lists(protocol, says):
+    with pytest.raises(ConfigError, match=says):
+        check_lr_sweep(protocol)
+
+
+def test_check_lr_sweep_returns_float_rates():
+    assert check_lr_sweep({"lrs": [1, 3e-3], "seeds": [2, 0]}) == ([1.0, 3e-3], [2, 0])
+
+
+SWEEP = ("method=linear", "task=mqar", "budget=smoke", "protocol=lr_sweep", "protocol.lrs=[1e-3,1e-2]",
+         "protocol.seeds=[0,1]")
+
+
+def written(results) -> list:
+    return sorted(p for p in results.rglob("*") if p.is_file())
+
+
+def test_lr_sweep_end_to_end_chooses_on_seed_0_then_runs_the_other_seeds_and_resumes(tmp_path, data_dir):
+    results = tmp_path / "results"
+    done = cli(*SWEEP, f"results_dir={results}", data_dir=data_dir, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-2000:]
+    runs = [records.read_record(p) for p in written(results)]
+    assert len(runs) == 3 and all(r["status"] == "ok" for r in runs)
+
+    first = [r for r in runs if r["config"]["seed"] == 0]
+    assert sorted(r["config"]["budget"]["lr"] for r in first) == [1e-3, 1e-2]
+    others = [r for r in runs if r["config"]["seed"] != 0]
+    assert [r["config"]["seed"] for r in others] == [1]
+    chosen = records.select_lr(first)
+    assert others[0]["config"]["budget"]["lr"] == chosen
+    assert f"chosen {chosen:g}" in done.stdout
+    # One board cell: the three runs differ only in rate and seed.
+    assert len({records.cell_key(r["config"]) for r in runs}) == 1
+    assert len({r["config_hash"] for r in runs}) == 3
+
+    again = cli(*SWEEP, f"results_dir={results}", data_dir=data_dir, cwd=tmp_path)
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert again.stdout.count("skipped: an ok record of this run already exists") == 3
+    assert len(written(results)) == 3
+
+
+@pytest.mark.parametrize("bad", ["protocol.lrs=[]", "protocol.lrs=[1e-3,-1e-3]", "protocol.seeds=[0,0]"])
+def test_bad_sweep_lists_are_one_line_exit_2_writing_nothing(tmp_path, data_dir, bad):
+    results = tmp_path / "results"
+    done = cli(*SWEEP, bad, f"results_dir={results}", data_dir=data_dir, cwd=tmp_path)
+    assert done.returncode == 2
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: protocol."), done.stderr[-2000:]
+    assert not results.exists() or written(results) == []

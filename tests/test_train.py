@@ -1,0 +1,104 @@
+"""mode=train: early stopping at budget.target_val_accuracy, the recurrent state bytes and CPU
+threads a train record carries, and the sentence comparing the test accuracy with the baseline."""
+
+from __future__ import annotations
+
+import pytest
+
+import suite.train
+from suite import records
+from suite.errors import ConfigError
+from suite.run import run
+from suite.train import baseline_verdict, check_budget, summary
+
+
+def train_record(config: dict) -> dict:
+    path, outcome = run(config, resume=False)
+    assert outcome.status == "ok", outcome.error
+    return records.read_record(path)
+
+
+def test_target_val_accuracy_stops_at_the_first_eval_that_reaches_it(make_config, monkeypatch):
+    # A smoke run learns nothing, so validation is fixed: every check reads 0.5.
+    monkeypatch.setattr(suite.train, "evaluate", lambda *args, **kwargs: 0.5)
+    config = make_config("method=linear", "task=mqar", "budget.target_val_accuracy=0.5")
+    budget = config["budget"]
+    assert budget["max_steps"] > budget["eval_every"]  # else there would be nothing to stop early
+    metrics = train_record(config)["metrics"]
+    assert metrics["stopped_early"] is True
+    assert metrics["steps"] == metrics["best_step"] == budget["eval_every"]
+
+
+def test_unreached_target_runs_every_step(make_config, monkeypatch):
+    monkeypatch.setattr(suite.train, "evaluate", lambda *args, **kwargs: 0.5)
+    config = make_config("method=linear", "task=mqar", "budget.target_val_accuracy=0.75")
+    metrics = train_record(config)["metrics"]
+    assert metrics["stopped_early"] is False and metrics["steps"] == config["budget"]["max_steps"]
+
+
+@pytest.mark.parametrize("target", [1.5, 0, 0.0, -0.1, True, float("nan"), "0.9"])
+def test_target_outside_0_1_is_refused(make_config, target):
+    budget = {**make_config()["budget"], "target_val_accuracy": target}
+    with pytest.raises(ConfigError, match="budget.target_val_accuracy must be a number in"):
+        check_budget(budget)
+
+
+@pytest.mark.parametrize("target", [None, 1, 0.99])
+def test_target_in_0_1_or_null_is_accepted(make_config, target):
+    check_budget({**make_config()["budget"], "target_val_accuracy": target})  # raises if refused
+
+
+D = 64  # model=hybrid: width 64, one head, one attention layer (after a convolution)
+
+
+@pytest.mark.parametrize("method, expected", [
+    ("linear", (D * D + D) * 4),  # float32 sums: kv (D features x D values) and z (D)
+    ("taylor", (273 * D + 273) * 4),  # 1 + 16 + 16^2 = 273 features at feature_dim 16
+    # The KV cache: keys and values of every position (float32), plus its int64 length counter.
+    ("softmax", 2 * 64 * D * 4 + 8),
+])
+def test_train_record_carries_state_bytes_and_cpu_threads(make_config, method, expected):
+    config = make_config(f"method={method}", "task=mqar", "model=hybrid", "device=cpu", "cpu_threads=1")
+    assert config["model"]["d_model"] == D and config["model"]["num_heads"] == 1
+    assert config["task"]["seq_len"] == 64
+    if method == "taylor":
+        assert config["method"]["options"]["feature_dim"] == 16
+    metrics = train_record(config)["metrics"]
+    assert metrics["state_bytes"] == expected
+    assert metrics["cpu_threads"] == 1
+
+
+def test_baseline_verdict_clearly_above():
+    verdict = baseline_verdict(0.9, 0.1, "majority class", 1000)
+    assert verdict.startswith("above the majority class baseline by 80.0 points")
+
+
+@pytest.mark.parametrize("accuracy, num_test", [(0.1, 1000), (0.05, 1000), (0.12, 100)])
+def test_baseline_verdict_not_clearly_above(accuracy, num_test):
+    # 0.12 on 100 examples is within two standard errors (6.5 points) of 0.1.
+    assert baseline_verdict(accuracy, 0.1, "chance", num_test) == (
+        "not above the chance baseline: nothing was learned at this budget")
+
+
+def test_baseline_verdict_depends_on_the_test_size():
+    # The same 2-point margin: within the noise of 100 examples, clear on 10,000.
+    assert baseline_verdict(0.12, 0.1, "chance", 100).startswith("not above")
+    assert baseline_verdict(0.12, 0.1, "chance", 10_000).startswith("above the chance baseline by 2.0 points")
+
+
+def test_baseline_verdict_is_none_without_the_numbers():
+    assert baseline_verdict(None, 0.1, "chance", 100) is None
+    assert baseline_verdict(0.5, None, "chance", 100) is None
+    assert baseline_verdict(0.5, 0.1, "chance", 0) is None
+    assert baseline_verdict(0.9, 0.1, None, 100).startswith("above the baseline by 80.0 points")
+
+
+def test_summary_ends_with_the_verdict():
+    record = {
+        "status": "ok", "error": None, "method": {"name": "linear"}, "env": {"device": "cpu"},
+        "task": {"name": "mqar", "num_test": 1000}, "config": {"budget": {"name": "smoke"}},
+        "metrics": {"test_accuracy": 0.1, "baseline_accuracy": 0.1, "baseline_name": "chance"},
+    }
+    assert summary(record).splitlines()[-1] == "not above the chance baseline: nothing was learned at this budget"
+    record["task"]["num_test"] = None  # no test size: no verdict
+    assert "nothing was learned" not in summary(record)
