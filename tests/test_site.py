@@ -24,10 +24,11 @@ KERNEL_NS = (256, 512, 1024, 2048, 4096, 8192)
 
 
 def train_record(method: str, task: str, seed: int, accuracy: float | None, status: str = "ok",
-                 error: str | None = None) -> dict:
+                 error: str | None = None, budget: str = "cpu") -> dict:
     """A train record as the suite writes it, with made-up numbers."""
     config = {"method": {"name": method, "impl": "auto", "options": {}}, "task": {"name": task},
-              "budget": {"name": "smoke"}, "mode": {"name": "train"}, "seed": seed, "device": "auto"}
+              "budget": {"name": budget, "max_steps": 100, "batch_size": 8, "lr": 1e-3},
+              "mode": {"name": "train"}, "seed": seed, "device": "auto"}
     metrics = {"train_tokens_per_s": 1000.0 * (2 if method == "linear" else 1), "peak_memory_bytes": 2**20,
                "peak_memory_source": "process_peak_rss", "median_step_time_s": 0.1, "baseline_accuracy": 0.1}
     if accuracy is not None:
@@ -152,10 +153,10 @@ def test_failed_runs_are_shown_as_such_not_averaged(built):
     results, _, _ = built
     runs, _ = load_runs(results)
     rows = {r.method: r for r in board_rows(runs)}
-    lin_mqar = rows["linear"].cells["mqar"]
+    (lin_mqar,) = rows["linear"].task_cells("mqar")
     assert lin_mqar.values() == [0.8] and lin_mqar.spread() is None
     assert lin_mqar.failures() == {"diverged": 1}
-    soft = rows["softmax"].cells["listops"]
+    (soft,) = rows["softmax"].task_cells("listops")
     assert soft.mean() == pytest.approx(0.45) and soft.spread() == pytest.approx(math.sqrt(0.005))
     board = (built[1] / "index.html").read_text()
     assert "diverged" in board and "45.0%" in board and "± 7.1" in board
@@ -206,7 +207,7 @@ def test_kernel_decode_and_fidelity_plots(built):
     assert [f.title for f in fidelity] == ["fidelity: denominator err vs d_phi", "fidelity: denominator err vs N",
                                            "fidelity: output err vs d_phi", "fidelity: output err vs N"]
     plots = (out / "plots.html").read_text()
-    assert plots.count("<svg") == len(kernel) + len(decode) + len(fidelity) + 4  # + Pareto: 2 tasks x 2 costs
+    assert plots.count("<svg") == len(kernel) + len(decode) + len(fidelity) + 4  # + Pareto: 2 points x 2 costs
     assert "errors.svg" in plots and "escape.svg" not in plots  # a record cannot point outside its folder
     assert next(out.rglob("errors.svg")).read_text() == "<svg></svg>"
 
@@ -216,7 +217,7 @@ def test_run_page_reproduces_and_links_the_raw_record(built):
     runs, _ = load_runs(results)
     run = next(r for r in runs if r.kind == "train" and r.method == "linear" and r.status == "ok")
     command = reproduce_command(run)
-    assert command == f"python -m suite mode=train method=linear task={run.task} budget=smoke seed={run.seed} device=cpu"
+    assert command == f"python -m suite mode=train method=linear task={run.task} budget=cpu seed={run.seed} device=cpu"
     page = (out / run.page).read_text()
     assert command in page and "git checkout abc123" in page
     raw = out / "records" / run.source

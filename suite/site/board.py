@@ -1,32 +1,87 @@
-"""The leaderboard's numbers: train runs grouped into rows (method, budget, device, dtype) and
-columns (tasks), mean and spread over seeds, and LRA's average by its published rule."""
+"""The leaderboard's numbers. Rows are a method's configuration (method, budget, device, dtype);
+columns are board points (task, length, key-value pairs, model). A cell shows one configuration's
+runs: a rerun of one config counts once, a learning-rate sweep shows only the rate it chose, and
+mean and spread are over distinct seeds. LRA's average follows its published rule."""
 
 from __future__ import annotations
 
+import math
 import statistics
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from suite.metrics import BY_NAME
+from suite.records import cell_key, select_lr
 from suite.site.runs import Run, number
 from tasks.lra import reference
 
 ACCURACY = BY_NAME["test_accuracy"]
+TEST_BUDGETS = ("smoke",)  # budgets of test runs: they check that the code runs, not what it learns
 LRA_TASKS = reference.TASKS[:5]  # Path-X is excluded from LRA's average
 LRA_RULE = (
     "LRA avg: the mean of the five LRA task means (" + ", ".join(LRA_TASKS) + "), Path-X excluded, "
     "as in Tay et al. 2021; shown only when a row has all five."
 )
+CLEAR_RULE = (
+    "A cell is clearly above its baseline when mean − 2·SE > baseline, with SE = std / √n over n ≥ 2 "
+    "seeds. Any other cell is greyed and marked: n=1 is untested (one seed gives no spread), and a mean "
+    "within 2 SE of the baseline is ≈ baseline."
+)
+# What a cell's verdict says, beside its mean.
+VERDICTS = {"above": "", "baseline": "≈ baseline", "untested": "n=1: untested", "no baseline": "no baseline"}
+
+
+def format_lr(lr: float) -> str:
+    """A learning rate as sweeps write it: 3e-3, 1.5e-4."""
+    mantissa, exponent = f"{lr:.2e}".split("e")
+    return f"{mantissa.rstrip('0').rstrip('.')}e{int(exponent)}"
+
+
+@dataclass(frozen=True)
+class Column:
+    """A board point: a task at one length (and number of key-value pairs), on one model backbone."""
+
+    task: str
+    seq_len: int | None = None
+    num_kv_pairs: int | None = None  # recall tasks only
+    model: str | None = None  # absent in records older than named models
+
+    @property
+    def recall(self) -> bool:
+        return self.num_kv_pairs is not None
+
+    @property
+    def label(self) -> str:
+        """e.g. 'mqar 64·4 pairs (hybrid)' or 'listops_short (small)'."""
+        base = f"{self.task} {self.seq_len}·{self.num_kv_pairs} pairs" if self.recall else self.task
+        return f"{base} ({self.model})" if self.model else base
+
+    def sort_key(self) -> tuple:
+        return self.task, self.seq_len or 0, self.num_kv_pairs or 0, self.model or ""
+
+
+def column_of(run: Run) -> Column:
+    model = run.record["config"].get("model")
+    name = model.get("name") if isinstance(model, Mapping) else None
+    task = run.record["task"]
+    as_int = lambda v: int(v) if number(v) is not None else None  # noqa: E731
+    return Column(run.task, as_int(task.get("seq_len")), as_int(task.get("num_kv_pairs")),
+                  str(name) if name is not None else None)
 
 
 @dataclass
 class Cell:
-    """The runs of one row on one task."""
+    """One configuration's runs in a row and column: at the chosen learning rate, one per seed."""
 
     runs: list[Run] = field(default_factory=list)
+    lr: float | None = None  # the learning rate of the shown runs, when they share one
+    sweep: list[Run] = field(default_factory=list)  # one run per rate tried at the first seed, if several
+    others: list[Cell] = field(default_factory=list)  # other configurations that landed in this row and column
+    total: int = 0  # runs of this configuration behind the cell: every rate and seed, a rerun once
 
     def values(self, metric: str = ACCURACY.name) -> list[float]:
-        """``metric`` of the runs that finished ok and hold a number for it."""
+        """``metric`` of the runs that finished ok and hold a number for it (one per seed)."""
         values = (number(r.metrics.get(metric)) for r in self.runs if r.status == "ok")
         return [v for v in values if v is not None]
 
@@ -34,54 +89,167 @@ class Cell:
         values = self.values(metric)
         return statistics.fmean(values) if values else None
 
+    def median(self, metric: str) -> float | None:
+        values = self.values(metric)
+        return statistics.median(values) if values else None
+
     def spread(self, metric: str = ACCURACY.name) -> float | None:
         """Sample standard deviation over seeds; None with fewer than two."""
         values = self.values(metric)
         return statistics.stdev(values) if len(values) >= 2 else None
+
+    def lower_bound(self) -> float | None:
+        """mean − 2·SE of the accuracy; None with fewer than two seeds."""
+        mean, spread, n = self.mean(), self.spread(), len(self.values())
+        return None if spread is None else mean - 2 * spread / math.sqrt(n)
+
+    def verdict(self) -> str:
+        """'above' (clearly above the baseline), 'baseline', 'untested' (n < 2) or 'no baseline'."""
+        baseline = self.mean("baseline_accuracy")
+        if baseline is None:
+            return "no baseline"
+        bound = self.lower_bound()
+        if bound is None:
+            return "untested"
+        return "above" if bound > baseline else "baseline"
 
     def failures(self) -> Counter:
         """How many runs ended in each status other than ok (diverged, oom, error, ...)."""
         return Counter(r.status for r in self.runs if r.status != "ok")
 
 
+def latest(runs: list[Run], key) -> list[Run]:
+    """The latest run (by ``created``) of each value of ``key``, in first-seen order."""
+    found: dict = {}
+    for run in runs:
+        k = key(run)
+        if k not in found or run.created > found[k].created:
+            found[k] = run
+    return list(found.values())
+
+
+def seed_order(seed) -> tuple:
+    return number(seed) is None, number(seed) or 0.0, str(seed)
+
+
+def one_per_seed(runs: list[Run]) -> list[Run]:
+    """The latest run of each seed, by seed."""
+    return sorted(latest(runs, lambda r: r.seed), key=lambda r: seed_order(r.seed))
+
+
+def config_cell(runs: list[Run]) -> Cell:
+    """The cell of one configuration (one cell_key): the chosen learning rate's runs, one per seed."""
+    runs = latest(runs, lambda r: r.config_hash)
+    rates = {r.lr for r in runs}
+    if len(rates) == 1:
+        return Cell(one_per_seed(runs), lr=rates.pop(), total=len(runs))
+    # The protocol tries every rate at the first seed and runs the other seeds at the chosen one.
+    first = min((r.seed for r in runs), key=seed_order)
+    sweep = sorted((r for r in runs if r.seed == first and r.lr is not None), key=lambda r: r.lr)
+    chosen = select_lr([r.record for r in sweep]) if sweep else None
+    if chosen is None:  # no rate finished ok: the cell shows the failed sweep
+        return Cell(sweep or runs, sweep=sweep, total=len(runs))
+    return Cell(one_per_seed([r for r in runs if r.lr == chosen]), lr=chosen, sweep=sweep, total=len(runs))
+
+
+def config_key(run: Run) -> str:
+    """The run's cell_key; a config too old or odd for it (no budget block) is its own."""
+    try:
+        return cell_key(run.record["config"])
+    except (KeyError, AttributeError, TypeError):
+        return run.config_hash
+
+
+def make_cell(runs: list[Run]) -> Cell:
+    """The runs of one row and column as a cell: of several configurations, the one with most runs."""
+    configs: dict[str, list[Run]] = {}
+    for run in runs:
+        configs.setdefault(config_key(run), []).append(run)
+    cells = [config_cell(group) for group in configs.values()]
+    cells.sort(key=lambda c: (c.total, max(r.created for r in c.runs)), reverse=True)
+    cells[0].others = cells[1:]
+    return cells[0]
+
+
 @dataclass
 class Row:
-    """One configuration of a method; its cells by task."""
+    """One configuration of a method; its cells by column."""
 
     method: str
     budget: str
     device: str
     dtype: str
-    cells: dict[str, Cell] = field(default_factory=dict)
+    cells: dict[Column, Cell] = field(default_factory=dict)
 
     @property
     def key(self) -> str:
         return f"{self.method} | {self.budget} | {self.device} | {self.dtype}"
 
+    def task_cells(self, task: str) -> list[Cell]:
+        """The row's cells on ``task``, at whatever length and model."""
+        return [cell for column, cell in self.cells.items() if column.task == task]
+
     def lra_average(self) -> float | None:
-        """LRA's average of this row, or None unless all five LRA tasks have a mean."""
-        means = [self.cells[t].mean() if t in self.cells else None for t in LRA_TASKS]
-        return None if None in means else statistics.fmean(means)
+        """LRA's average of this row, or None unless each of the five LRA tasks has one cell with a mean."""
+        means = []
+        for task in LRA_TASKS:
+            cells = self.task_cells(task)
+            if len(cells) != 1 or cells[0].mean() is None:
+                return None
+            means.append(cells[0].mean())
+        return statistics.fmean(means)
+
+
+def on_board(run: Run) -> bool:
+    return run.kind == "train" and run.budget not in TEST_BUDGETS
 
 
 def board_rows(runs: list[Run]) -> list[Row]:
-    """Train runs grouped into rows, sorted by method, budget, device, dtype."""
-    rows: dict[tuple[str, str, str, str], Row] = {}
-    for run in runs:
-        if run.kind != "train":
-            continue
+    """Train runs (test budgets left out) grouped into rows, sorted by method, budget, device, dtype."""
+    grouped: dict[tuple[str, str, str, str], dict[Column, list[Run]]] = {}
+    for run in filter(on_board, runs):
         key = (run.method, run.budget, run.device, run.dtype)
-        row = rows.setdefault(key, Row(*key))
-        row.cells.setdefault(run.task, Cell()).runs.append(run)
-    return [rows[k] for k in sorted(rows)]
+        grouped.setdefault(key, {}).setdefault(column_of(run), []).append(run)
+    rows = []
+    for key in sorted(grouped):
+        rows.append(Row(*key, cells={c: make_cell(found) for c, found in grouped[key].items()}))
+    return rows
 
 
-def board_tasks(runs: list[Run]) -> list[str]:
+def board_columns(rows: list[Row]) -> list[Column]:
     """The board's columns: LRA's five tasks when any LRA task ran (so the average's inputs show),
-    Path-X if it ran, then every other task, by name."""
-    ran = {r.task for r in runs if r.kind == "train"}
-    lra = [t for t in reference.TASKS if t in ran or (t in LRA_TASKS and ran & set(reference.TASKS))]
-    return lra + sorted(ran - set(lra))
+    Path-X if it ran, then every other board point, by task, length, pairs and model."""
+    present = sorted({c for row in rows for c in row.cells}, key=Column.sort_key)
+    lra: list[Column] = []
+    if any(c.task in reference.TASKS for c in present):
+        for task in reference.TASKS:
+            ran = [c for c in present if c.task == task]
+            lra += ran or ([Column(task)] if task in LRA_TASKS else [])
+    return lra + [c for c in present if c not in lra]
+
+
+@dataclass(frozen=True)
+class Baseline:
+    """What a column's accuracy is compared against: e.g. chance, or the majority class."""
+
+    accuracy: float
+    name: str
+
+
+def column_baselines(rows: list[Row]) -> dict[Column, Baseline]:
+    """Per column: the mean of its runs' baseline accuracy, and the baseline's most common name."""
+    found: dict[Column, list[Run]] = {}
+    for row in rows:
+        for column, cell in row.cells.items():
+            found.setdefault(column, []).extend(cell.runs)
+    baselines = {}
+    for column, runs in found.items():
+        values = [v for v in (number(r.metrics.get("baseline_accuracy")) for r in runs) if v is not None]
+        names = Counter(str(r.metrics["baseline_name"]) for r in runs if r.metrics.get("baseline_name"))
+        if values:
+            name = names.most_common(1)[0][0] if names else "baseline"
+            baselines[column] = Baseline(statistics.fmean(values), name)
+    return baselines
 
 
 @dataclass(frozen=True)

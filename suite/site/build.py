@@ -14,8 +14,8 @@ from string import Template
 
 from suite.metrics import TRAIN_METRICS
 from suite.site import pages
-from suite.site.board import board_rows, board_tasks, reference_rows
-from suite.site.figures import fidelity_figures, pareto_figures, sweep_figures
+from suite.site.board import board_columns, board_rows, reference_rows
+from suite.site.figures import board_figures, fidelity_figures, fidelity_headline, pareto_figures, sweep_figures
 from suite.site.runs import Run, load_runs, number
 
 SITE_DIR = Path(__file__).resolve().parents[2] / "site"
@@ -54,10 +54,13 @@ def build_site(results_dir: str | Path, out_dir: str | Path, site_dir: Path = SI
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(pages.render(template, title, body, root, footer))
 
-    rows, tasks = board_rows(runs), board_tasks(runs)
-    figures = (pareto_figures(rows, tasks) + sweep_figures(runs, "kernel", "N (sequence length)")
+    rows = board_rows(runs)
+    columns = board_columns(rows)
+    figures = (pareto_figures(rows, columns) + sweep_figures(runs, "kernel", "N (sequence length)")
                + fidelity_figures(runs) + sweep_figures(runs, "decode", "context length"))
-    write("index.html", "Leaderboard", pages.board_page(rows, tasks, reference_rows(), problems))
+    board = pages.board_page(rows, columns, reference_rows(), problems, figures=board_figures(rows, columns),
+                             fidelity=fidelity_headline(runs), left_off=left_off_notes(site_dir))
+    write("index.html", "Leaderboard", board)
     write("plots.html", "Plots", pages.plots_page(figures, runs))
     write("runs.html", "All runs", pages.runs_page(runs))
     for run in runs:
@@ -67,6 +70,21 @@ def build_site(results_dir: str | Path, out_dir: str | Path, site_dir: Path = SI
     (out_dir / "records.csv").write_text(records_csv(runs))
     (out_dir / MARKER).write_text("built by python -m suite.site; rebuilt whole on each build\n")
     return BuildReport(out_dir, len(runs), problems)
+
+
+def left_off_notes(site_dir: Path) -> list[dict]:
+    """The tasks the board does not run and why, from the site's own data/board_notes.json (the site
+    does not import task code); none when the file is absent."""
+    path = site_dir / "data" / "board_notes.json"
+    if not path.is_file():
+        return []
+    try:
+        notes = json.loads(path.read_text())["left_off"]
+        if all(isinstance(n["task"], str) and isinstance(n["reason"], str) for n in notes):
+            return notes
+    except (ValueError, KeyError, TypeError):
+        pass
+    raise SiteError(f"{path} must hold {{\"left_off\": [{{\"task\": \"...\", \"reason\": \"...\"}}, ...]}}")
 
 
 def prepare_output(out_dir: Path) -> None:

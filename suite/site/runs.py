@@ -85,6 +85,21 @@ class Run:
     def run_id(self) -> str:
         return str(self.record["run_id"])
 
+    @property
+    def created(self) -> str:
+        """ISO time the run was written ('' if not recorded): orders reruns of one config."""
+        return str(self.record.get("created") or "")
+
+    @property
+    def config_hash(self) -> str:
+        """What defines the run; reruns of one config share it (a record without one is its own)."""
+        return str(self.record.get("config_hash") or self.run_id)
+
+    @property
+    def lr(self) -> float | None:
+        budget = self.record["config"].get("budget")
+        return number(budget.get("lr")) if isinstance(budget, Mapping) else None
+
 
 def number(value: Any) -> float | None:
     """``value`` as a finite float, or None (booleans, text, NaN and inf are not numbers here)."""

@@ -16,6 +16,10 @@ LEFT, TOP, BOTTOM = 78, 36, 52
 CHAR_WIDTH = 6.6  # of the legend's 11px font, to size the legend to its longest label
 PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2",
            "#17becf", "#bcbd22", "#7f7f7f")
+# Marker shapes, so that colour is not a series' only cue; six shapes and ten colours give 30
+# distinct (colour, shape) pairs when both follow the series' index.
+SHAPES = ("circle", "square", "triangle", "diamond", "triangle-down", "plus")  # "x" marks a failure
+RADIUS = 4  # of a point's marker, unless the series sizes its points
 
 
 @dataclass(frozen=True)
@@ -39,6 +43,10 @@ class Series:
     failed: list[tuple[float, str]] = field(default_factory=list)
     tips: list[str] = field(default_factory=list)  # a tooltip per point, same order as points
     dash: str = ""  # stroke-dasharray: tells apart lines of one color
+    shape: str = "circle"  # one of SHAPES
+    errors: list[float | None] = field(default_factory=list)  # per point: a bar from y - e to y + e
+    sizes: list[float] = field(default_factory=list)  # per point: the marker's radius in pixels
+    hollow: list[bool] = field(default_factory=list)  # per point: drawn as an outline only
 
 
 @dataclass(frozen=True)
@@ -52,6 +60,30 @@ class Marker:
 
 def color_of(index: int) -> str:
     return PALETTE[index % len(PALETTE)]
+
+
+def shape_of(index: int) -> str:
+    return SHAPES[index % len(SHAPES)]
+
+
+def marker(shape: str, cx: float, cy: float, r: float, color: str, hollow: bool = False, tip: str = "") -> str:
+    """One point's marker, with its tooltip; hollow: an outline on white (a point to read with care)."""
+    paint = (f'fill="#fff" stroke="{escape(color)}" stroke-width="1.5"' if hollow
+             else f'fill="{escape(color)}"')
+    title = f"<title>{escape(tip)}</title>" if tip else ""
+    if shape == "circle":
+        return f'<circle cx="{cx:.1f}" cy="{cy:.1f}" r="{r:.1f}" {paint}>{title}</circle>'
+    if shape == "plus":  # strokes only: hollow or not, it reads the same
+        d = f"M{cx - r:.1f},{cy:.1f} h{2 * r:.1f} M{cx:.1f},{cy - r:.1f} v{2 * r:.1f}"
+        return f'<path d="{d}" fill="none" stroke="{escape(color)}" stroke-width="2">{title}</path>'
+    corners = {
+        "square": [(-0.9, -0.9), (0.9, -0.9), (0.9, 0.9), (-0.9, 0.9)],
+        "diamond": [(0, -1.3), (1.3, 0), (0, 1.3), (-1.3, 0)],
+        "triangle": [(0, -1.3), (1.15, 0.8), (-1.15, 0.8)],
+        "triangle-down": [(0, 1.3), (1.15, -0.8), (-1.15, -0.8)],
+    }[shape]
+    d = "M" + " L".join(f"{cx + a * r:.1f},{cy + b * r:.1f}" for a, b in corners) + " Z"
+    return f'<path d="{d}" {paint}>{title}</path>'
 
 
 def pareto_front(points: Sequence[tuple[float, float]], x_better: str, y_better: str) -> list[int]:
@@ -110,7 +142,9 @@ class _Scale:
         else:
             lo_v, hi_v = self.lo, self.hi
         raw = (hi_v - lo_v) / 5
-        mag = 10 ** math.floor(math.log10(raw)) if raw > 0 else 1.0
+        # Base-2 axes (bytes) step in round numbers of their binary unit (KiB, MiB, ...), others in 1-2-5s.
+        unit = 1024.0 ** max(0, math.floor(math.log(raw, 1024))) if self.axis.base == 2 and raw > 0 else 1.0
+        mag = unit * 10 ** math.floor(math.log10(raw / unit)) if raw > 0 else 1.0
         step = next(m * mag for m in (1, 2, 5, 10) if m * mag >= raw)
         first = math.ceil(lo_v / step) * step
         return [first + i * step for i in range(int((hi_v - first) / step) + 1) if self.contains(first + i * step)]
@@ -126,12 +160,14 @@ def plot(title: str, x: Axis, y: Axis, series: Sequence[Series], *, markers: Seq
     """An SVG figure: axes with ticks, one line or point set per series, a legend, markers."""
     xs = [p[0] for s in series for p in s.points] + [f[0] for s in series for f in s.failed]
     ys = [p[1] for s in series for p in s.points]
+    ys += [p[1] + sign * e for s in series for p, e in zip(s.points, s.errors) if e for sign in (-1, 1)]
     labels = [s.label for s in series] + ["x on top: no value (failed)", "Pareto frontier"]
     width = PLOT_WIDTH + 50 + int(CHAR_WIDTH * max(map(len, labels)))
+    height = max(HEIGHT, TOP + 18 * len(labels) + 10)  # taller when the legend needs it: no series left out
     sx = _Scale(xs, x, LEFT, PLOT_WIDTH)
     sy = _Scale(ys, y, HEIGHT - BOTTOM, TOP)
-    out = [f'<svg class="plot" viewBox="0 0 {width} {HEIGHT}" '
-           f'width="{width}" height="{HEIGHT}" role="img" aria-label="{escape(title)}">',
+    out = [f'<svg class="plot" viewBox="0 0 {width} {height}" '
+           f'width="{width}" height="{height}" role="img" aria-label="{escape(title)}">',
            f"<title>{escape(title)}</title>",
            _text(LEFT, 15, title, class_="plot-title")]
     x0, x1, y0, y1 = LEFT, PLOT_WIDTH, HEIGHT - BOTTOM, TOP
@@ -167,12 +203,19 @@ def plot(title: str, x: Axis, y: Axis, series: Sequence[Series], *, markers: Seq
             path = " ".join(f"{sx(a):.1f},{sy(b):.1f}" for a, b in pts)
             dash = f' stroke-dasharray="{escape(s.dash)}"' if s.dash else ""
             out.append(f'<polyline class="series" points="{path}" stroke="{color}"{dash}/>')
-        tips = s.tips or [""] * len(s.points)
-        for (a, b), tip in zip(s.points, tips):
-            if sx.contains(a) and sy.contains(b):
-                label = f"{s.label}: {x.fmt(a)}, {y.fmt(b)}" + (f" ({tip})" if tip else "")
-                out.append(f'<circle cx="{sx(a):.1f}" cy="{sy(b):.1f}" r="4" fill="{color}">'
-                           f"<title>{escape(label)}</title></circle>")
+        for i, (a, b) in enumerate(s.points):
+            if not (sx.contains(a) and sy.contains(b)):
+                continue
+            error = s.errors[i] if i < len(s.errors) else None
+            if error:  # a bar of +- error, with short caps
+                top, bottom, px = sy(b + error), sy(b - error), sx(a)
+                out.append(f'<path class="error-bar" d="M{px:.1f},{top:.1f} V{bottom:.1f} M{px - 3:.1f},{top:.1f} '
+                           f'h6 M{px - 3:.1f},{bottom:.1f} h6" fill="none" stroke="{color}"/>')
+            tip = s.tips[i] if i < len(s.tips) else ""
+            label = f"{s.label}: {x.fmt(a)}, {y.fmt(b)}" + (f" ({tip})" if tip else "")
+            radius = s.sizes[i] if i < len(s.sizes) else RADIUS
+            hollow = s.hollow[i] if i < len(s.hollow) else False
+            out.append(marker(s.shape, sx(a), sy(b), radius, s.color, hollow, label))
         for a, status in s.failed:  # no value to plot: a cross on the top edge, named
             if sx.contains(a):
                 px = sx(a)
@@ -181,9 +224,10 @@ def plot(title: str, x: Axis, y: Axis, series: Sequence[Series], *, markers: Seq
     ly = TOP + 4
     for s in series:
         dash = f' stroke-dasharray="{escape(s.dash)}"' if s.dash else ""
-        out.append(f'<line x1="{x1 + 12}" y1="{ly + 6}" x2="{x1 + 28}" y2="{ly + 6}" stroke="{escape(s.color)}" '
-                   f'stroke-width="3"{dash}/>' if s.line else
-                   f'<rect x="{x1 + 14}" y="{ly}" width="12" height="12" fill="{escape(s.color)}"/>')
+        if s.line:
+            out.append(f'<line x1="{x1 + 12}" y1="{ly + 6}" x2="{x1 + 28}" y2="{ly + 6}" '
+                       f'stroke="{escape(s.color)}" stroke-width="3"{dash}/>')
+        out.append(marker(s.shape, x1 + 20, ly + 6, RADIUS, s.color))
         out.append(_text(x1 + 32, ly + 10, s.label, class_="legend"))
         ly += 18
     if frontier:

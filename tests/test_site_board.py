@@ -1,0 +1,233 @@
+"""What the board tells a reader: board points as columns, one cell per configuration (reruns once,
+the chosen learning rate only, spread over distinct seeds), the baseline each column is read
+against, greyed cells that are not clearly above it, what a budget means, cost, the board's
+figures, the fidelity headline, and the tasks left off."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from html import escape
+from pathlib import Path
+
+from suite.records import new_record, write_record
+from suite.site import build_site
+from suite.site.board import board_columns, board_rows
+from suite.site.build import SITE_DIR
+from suite.site.figures import board_figures
+from suite.site.runs import load_runs
+from tests.test_site import fidelity_record
+
+LRS = (1e-3, 3e-3, 1e-2)
+
+
+def train(method: str = "softmax", task: str = "mqar", *, seed: int = 0, lr: float = 3e-3, test: float | None = 0.9,
+          val: float | None = None, budget: str = "cpu", seq_len: int = 64, pairs: int | None = 4,
+          created: str = "2026-12-01T10:00:00Z", status: str = "ok", baseline: float = 0.01,
+          baseline_name: str = "chance", tokens: float = 1000.0, state: int = 32768, options: dict | None = None,
+          steps: int = 100) -> dict:
+    """A train record of the CPU board's shape, with made-up numbers."""
+    task_block = {"name": task, "seq_len": seq_len} | ({"num_kv_pairs": pairs} if pairs is not None else {})
+    config = {
+        "method": {"name": method, "impl": "auto", "options": options or {}},
+        "task": dict(task_block),
+        "budget": {"name": budget, "max_steps": 2000, "batch_size": 64, "lr": lr, "num_train": 20000,
+                   "num_val": 500, "num_test": 1000, "target_val_accuracy": 0.99, "weight_decay": 0.1,
+                   "warmup_steps": 100},
+        "model": {"name": "hybrid", "d_model": 64, "num_layers": 2, "num_heads": 1, "mixers": ["conv", "attention"],
+                  "position": "none", "mlp": False},
+        "protocol": {"name": "lr_sweep", "lrs": list(LRS), "seeds": [0, 1, 2]},
+        "mode": {"name": "train"}, "seed": seed, "device": "auto",
+    }
+    metrics = {"baseline_accuracy": baseline, "baseline_name": baseline_name, "steps": steps,
+               "stopped_early": False, "train_tokens_per_s": tokens, "peak_memory_bytes": 2**20,
+               "state_bytes": state, "median_step_time_s": 0.01}
+    if test is not None:
+        metrics |= {"test_accuracy": test, "val_accuracy": test if val is None else val}
+    digest = f"{method}-{task}-{seq_len}-{pairs}-{budget}-{lr}-{seed}-{sorted((options or {}).items())}"
+    record = new_record("train", config=config, config_hash=digest, method={"name": method, "impl": "auto"},
+                        task=task_block, metrics=metrics, status=status,
+                        env={"device": "cpu", "device_name": "test cpu", "seed": seed})
+    record["created"] = created
+    return record
+
+
+def build(tmp_path: Path, records: list[dict], site_dir: Path = SITE_DIR) -> str:
+    """Write ``records``, build the site, return the board's HTML."""
+    for record in records:
+        write_record(record, tmp_path / "results")
+    return (build_site(tmp_path / "results", tmp_path / "out", site_dir).out_dir / "index.html").read_text()
+
+
+def board_table(page: str) -> str:
+    return re.search(r'<table class="board.*?</table>', page, re.S).group(0)
+
+
+def row_html(page: str, method: str, table: str = "board") -> str:
+    """The HTML of ``method``'s row in the board (or another table of the board page)."""
+    found = re.search(rf'<table class="{table}.*?</table>', page, re.S).group(0)
+    return re.search(rf'<tr data-device[^>]*><th scope="row" data-value="{method}">.*?</tr>', found, re.S).group(0)
+
+
+def section(page: str, heading: str) -> str:
+    """The board page from the <h2> ``heading`` to the next <h2>."""
+    return re.search(rf"<h2[^>]*>{heading}</h2>(.*?)(?=<h2|$)", page, re.S).group(1)
+
+
+def sweep_records(method: str = "softmax", chosen_tests=(0.90, 0.92, 0.94)) -> list[dict]:
+    """An lr sweep at seed 0 (3e-3 best on validation), then seeds 1 and 2 at 3e-3."""
+    later = "2026-12-01T11:00:00Z"  # the rates not chosen ran last: the latest run of a seed is not the answer
+    records = [train(method, lr=1e-3, val=0.452, test=0.40, created=later),
+               train(method, lr=3e-3, val=0.991, test=chosen_tests[0]),
+               train(method, lr=1e-2, val=0.12, test=0.10, created=later)]
+    return records + [train(method, seed=s, lr=3e-3, test=t) for s, t in zip((1, 2), chosen_tests[1:])]
+
+
+def test_reruns_of_one_seed_count_once(tmp_path):
+    reruns = [train("softmax", test=t, created=f"2026-12-01T1{i}:00:00Z") for i, t in enumerate((0.5, 0.6, 0.9))]
+    reruns[1]["config_hash"] = "hashed-by-an-older-version"  # one seed, whatever its hash, counts once
+    seeds = [train("linear", seed=s, test=0.8 + 0.01 * s) for s in range(3)]
+    page = build(tmp_path, reruns + seeds)
+    rows = {r.method: r for r in board_rows(load_runs(tmp_path / "results")[0])}
+    (cell,) = rows["softmax"].cells.values()
+    assert cell.values() == [0.9]  # the latest rerun, once
+    softmax = row_html(page, "softmax")
+    assert "n=1" in softmax and "n=3" not in softmax and "90.0%" in softmax
+    assert "n=3" in row_html(page, "linear")
+
+
+def test_chosen_lr_is_shown_with_every_rate_tried(tmp_path):
+    cell = row_html(build(tmp_path, sweep_records()), "softmax")
+    assert "lr 3e-3" in cell
+    assert "1e-3: 45.2%" in cell and "<b>3e-3: 99.1%</b>" in cell and "1e-2: 12.0%" in cell
+
+
+def test_only_the_chosen_rate_is_averaged(tmp_path):
+    records = sweep_records() + [train("softmax", seed=1, lr=1e-2, test=0.05, created="2026-12-01T12:00:00Z")]
+    page = build(tmp_path, records)
+    rows = {r.method: r for r in board_rows(load_runs(tmp_path / "results")[0])}
+    (cell,) = rows["softmax"].cells.values()
+    assert cell.lr == 3e-3 and sorted(cell.values()) == [0.90, 0.92, 0.94]
+    assert "92.0%" in row_html(page, "softmax") and "n=3" in row_html(page, "softmax")
+
+
+def test_a_rate_that_failed_shows_its_status_in_the_sweep(tmp_path):
+    records = sweep_records()[:2] + [train("softmax", lr=1e-2, test=None, status="diverged")]
+    cell = row_html(build(tmp_path, records), "softmax")
+    assert "1e-2: diverged" in cell and "lr 3e-3" in cell
+
+
+def test_baseline_row_heads_the_board(tmp_path):
+    records = [train("softmax", "listops_short", pairs=None, seed=s, test=0.6, baseline=0.25,
+                     baseline_name="majority class") for s in range(3)]
+    board = board_table(build(tmp_path, records))
+    baseline = re.search(r'<tr class="baseline">.*?</tr>', board, re.S).group(0)
+    assert "25.0%" in baseline and "majority class" in baseline
+    assert board.index('class="baseline"') < board.index('data-value="softmax"')  # above the methods
+    assert ">listops_short (hybrid)<" in board
+
+
+def test_cells_not_clearly_above_baseline_are_greyed_and_marked(tmp_path):
+    records = [train("near", seed=s, test=t, baseline=0.25) for s, t in enumerate((0.26, 0.24, 0.28))]
+    records += [train("clear", seed=s, test=t, baseline=0.25) for s, t in enumerate((0.90, 0.91, 0.92))]
+    records += [train("single", test=0.95, baseline=0.25)]
+    page = build(tmp_path, records)
+    near, clear, single = (row_html(page, m) for m in ("near", "clear", "single"))
+    assert 'class="greyed' in near and "≈ baseline" in near and "mean − 2·SE" in near
+    assert 'class="greyed' in single and "n=1: untested" in single and "n ≥ 2" in single
+    assert "greyed" not in clear and "≈ baseline" not in clear and "untested" not in clear
+    assert "Clearly above baseline: mean − 2·SE = 89.8% &gt; baseline 25.0%" in clear
+    assert "mean − 2·SE &gt; baseline" in page.split("<table", 1)[0]  # the rule, in the board's notes
+
+
+def test_budget_table_says_what_a_run_does(tmp_path):
+    table = section(build(tmp_path, sweep_records()), "What a budget means")
+    row = re.search(r"<tr><td>cpu</td>.*?</tr>", table, re.S).group(0)
+    cells = re.findall(r"<td>(.*?)</td>", row)
+    assert cells[:6] == ["cpu", "mqar 64·4 pairs (hybrid)", "2000", "64", "20,000 / 500 / 1,000", "99.0%"]
+    assert "hybrid, d_model 64, 2 layers, 1 head, mixers conv+attention, positions none, no MLP" in cells[6]
+    assert "1e-3, 3e-3, 1e-2" in cells[7] and "seeds 0, 1, 2" in cells[7]
+    assert "stop early" in table
+
+
+def test_cost_table_has_throughput_memory_and_state(tmp_path):
+    records = [train("softmax", seed=s, tokens=t, state=32768) for s, t in enumerate((100.0, 200.0, 900.0))]
+    cell = row_html(build(tmp_path, records), "softmax", table="cost")
+    assert "200 tok/s" in cell and "1.0 MiB peak" in cell and "32.0 KiB state" in cell  # medians
+
+
+def mqar_board(methods: list[str]) -> list[dict]:
+    """Three seeds of each method at three MQAR points, and one listops_short point."""
+    records = []
+    for i, method in enumerate(methods):
+        for seq_len, pairs in ((64, 4), (128, 8), (128, 16)):
+            records += [train(method, seq_len=seq_len, pairs=pairs, seed=s, test=0.9 - 0.02 * i - 0.01 * s,
+                              state=1024 * (i + 1)) for s in range(3)]
+        records.append(train(method, "listops_short", pairs=None, test=0.5, baseline=0.2))
+    return records
+
+
+def test_mqar_figures_are_on_the_board(tmp_path):
+    page = build(tmp_path, mqar_board(["softmax", "linear"]))
+    plots = section(page, "Plots of the board")
+    assert "MQAR: test acc vs key-value pairs on the hybrid model, cpu budget, cpu" in plots
+    for point in ("mqar 64·4 pairs (hybrid)", "mqar 128·8 pairs (hybrid)", "mqar 128·16 pairs (hybrid)"):
+        assert f"{point}: test acc vs state size" in plots
+    assert "MQAR: test acc vs train throughput" in plots and "listops_short (hybrid): test acc vs train" in plots
+    assert "key-value pairs on" not in plots.split("listops_short (hybrid): test acc")[1]  # no recall plot of it
+    assert 'class="error-bar"' in plots and "Marker area is proportional to peak memory" in plots
+
+
+def test_no_series_is_dropped_with_twelve_methods(tmp_path):
+    methods = [f"method{i:02d}" for i in range(12)]
+    build(tmp_path, mqar_board(methods))
+    rows = board_rows(load_runs(tmp_path / "results")[0])
+    figures = board_figures(rows, board_columns(rows))
+    assert len(figures) == 6  # kv pairs, 3 state sizes, throughput of MQAR and of listops_short
+    for figure in figures:
+        assert all(f">{m}<" in figure.svg for m in methods), figure.title
+        assert "12 series" in figure.caption
+    plots = (tmp_path / "out" / "plots.html").read_text()
+    pareto = re.findall(r"<figure>(<svg.*?</svg>)", plots, re.S)
+    assert pareto and all(all(f">{m}<" in svg for m in methods) for svg in pareto if "test acc vs" in svg)
+
+
+def test_the_most_run_configuration_is_shown_and_the_others_counted(tmp_path):
+    records = [train("favor", seed=s, test=0.8, options={"num_features": 64}) for s in range(3)]
+    records.append(train("favor", test=0.2, options={"num_features": 16}, state=512))
+    page = build(tmp_path, records)
+    cell = row_html(page, "favor")
+    assert "80.0%" in cell and "n=3" in cell and "+1 other config(s), 1 run(s), not shown" in cell
+    state_plot = re.search(r"<svg[^>]*aria-label=\"mqar 64·4 pairs \(hybrid\): test acc vs state size.*?</svg>",
+                           page, re.S).group(0)
+    assert state_plot.count("favor: ") == 2  # both state sizes are points of the figure
+
+
+def test_smoke_records_are_not_on_the_board(tmp_path):
+    records = [train("smokey", budget="smoke", test=0.99)] + [train("softmax", seed=s) for s in range(2)]
+    page = build(tmp_path, records)
+    assert "smokey" not in page and "smoke" in page  # named as left out in the notes
+    assert "smokey" in (tmp_path / "out" / "runs.html").read_text()  # still a run of the site
+
+
+def test_left_off_tasks_are_listed_with_their_reasons(tmp_path):
+    notes = json.loads((SITE_DIR / "data" / "board_notes.json").read_text())["left_off"]
+    listed = section(build(tmp_path / "a", [train()]), "Not on the CPU board")
+    for note in notes:
+        assert f"<b>{escape(note['task'])}</b>: {escape(note['reason'])}" in listed
+    assert {"listops", "text", "retrieval", "image", "pathx", "pathfinder", "genomics",
+            "selective_copying"} <= {n["task"] for n in notes}
+    site = tmp_path / "site"
+    shutil.copytree(SITE_DIR, site, ignore=shutil.ignore_patterns("_build"))
+    (site / "data" / "board_notes.json").write_text(json.dumps({"left_off": [{"task": "foo", "reason": "bar"}]}))
+    assert "<b>foo</b>: bar" in section(build(tmp_path / "b", [train()], site), "Not on the CPU board")
+
+
+def test_fidelity_headline_at_one_length_and_feature_count(tmp_path):
+    page = build(tmp_path / "a", [train(), fidelity_record("favor")])
+    table = section(page, "Fidelity to softmax: the denominator")
+    assert "N = 1024" in table and "nearest 256" in table
+    favor = re.search(r'<th scope="row">favor</th>.*?</tr>', table, re.S).group(0)
+    assert "<td>256</td>" in favor and ">0.0625<" in favor  # 1 / sqrt(256): the mean over queries
+    assert "Fidelity to softmax" not in build(tmp_path / "b", [train()])
