@@ -17,7 +17,7 @@ from torch.utils.data import DataLoader
 from tqdm.auto import tqdm
 
 import tasks
-from suite import logger
+from suite import checkpoint, logger, records
 from suite.data import capped, collate, real_tokens
 from suite.errors import ConfigError
 from suite.hardware import reset_peak_rss, synchronize
@@ -95,7 +95,9 @@ def evaluate(model, loader: DataLoader, device: torch.device, max_batches: int |
 
 def train(config: Mapping, data: TaskData, device: torch.device) -> tuple[Outcome, torch.nn.Module]:
     """Train ``config['method']`` on ``data`` under ``config['budget']``; return the outcome and the
-    model (holding the weights of the best validation step when the run is ok)."""
+    model (holding the weights of the best validation step when the run is ok). Saves a checkpoint
+    every ``budget.checkpoint_every`` steps and when stopped by a signal; continues from the
+    newest one of this config unless ``resume`` is false."""
     budget, seed = config["budget"], config["seed"]
     target = budget.get("target_val_accuracy")
     cap = memory_cap(config)
@@ -124,55 +126,93 @@ def train(config: Mapping, data: TaskData, device: torch.device) -> tuple[Outcom
     best_val, best_step, best_state = -1.0, 0, None
     last_finite_loss = None
     batches = iter(())
-    bar = tqdm(total=total_steps, desc=f"{config['method']['name']} on {data.info.name}",
-               unit="step", dynamic_ncols=True, mininterval=0.5)
     step = 0
+    # The data order is the shuffling generator at the start of the epoch plus the batches used since.
+    epoch_start, epoch_batches = order.get_state(), 0
+    config_hash = records.config_hash(config, device.type)
+    saves_to, every = checkpoint.folder(config["results_dir"], config_hash), budget.get("checkpoint_every")
+
+    def state() -> dict:
+        """All the rest of the run depends on, between two steps."""
+        return {"model": model.state_dict(), "optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(),
+                "rng": checkpoint.rng_states(device), "epoch_start": epoch_start, "epoch_batches": epoch_batches,
+                "counters": {"step": step, "tokens": tokens, "correct": correct, "scored": scored,
+                             "last_finite_loss": last_finite_loss, "step_times": step_times,
+                             "train_wall_time_s": time.perf_counter() - started},
+                "best": {"val": best_val, "step": best_step, "state": best_state}}
+
+    found = checkpoint.latest(saves_to, config_hash) if config.get("resume", True) else None
+    if found is not None:
+        path, saved = found
+        model.load_state_dict(saved["model"])
+        optimizer.load_state_dict(saved["optimizer"])
+        scheduler.load_state_dict(saved["scheduler"])
+        counters, best = saved["counters"], saved["best"]
+        step, tokens, correct, scored = counters["step"], counters["tokens"], counters["correct"], counters["scored"]
+        last_finite_loss, step_times = counters["last_finite_loss"], counters["step_times"]
+        started = time.perf_counter() - counters["train_wall_time_s"]
+        best_val, best_step, best_state = best["val"], best["step"], best["state"]
+        epoch_start, epoch_batches = saved["epoch_start"], saved["epoch_batches"]
+        order.set_state(epoch_start)
+        batches = iter(train_loader)
+        for _ in range(epoch_batches):  # the same shuffle, from where the epoch was
+            next(batches)
+        checkpoint.set_rng_states(saved["rng"], device)
+        print(f"resuming from step {step}: {path}", flush=True)
+    bar = tqdm(total=total_steps, initial=step, desc=f"{config['method']['name']} on {data.info.name}",
+               unit="step", dynamic_ncols=True, mininterval=0.5)
     try:
         model.train()
-        while step < total_steps:
-            batch = next(batches, None)
-            if batch is None:  # a new epoch
-                batches = iter(train_loader)
-                continue
-            batch = to_device(batch, device)
-            t0 = time.perf_counter()
-            with autocast(device):
-                logits, labels = model(batch)
-            loss = token_loss(logits, labels)
-            if not torch.isfinite(loss):
-                outcome.status = "diverged"
-                outcome.error = f"loss became {loss.item()} at step {step + 1}"
-                outcome.metrics.update(diverged_step=step + 1, last_finite_loss=last_finite_loss)
-                break
-            loss.backward()
-            if budget["grad_clip"] is not None:  # null: no clipping, as most LRA configs
-                torch.nn.utils.clip_grad_norm_(model.parameters(), budget["grad_clip"])
-            optimizer.step()
-            scheduler.step()
-            optimizer.zero_grad(set_to_none=True)
-            synchronize(device)
-            step_times.append(time.perf_counter() - t0)
-            check_memory_cap(cap, device)
-            step += 1
-            last_finite_loss = loss.item()
-            tokens += real_tokens(batch)
-            c, n = correct_and_count(logits.detach(), labels)
-            correct, scored = correct + c, scored + n
-            bar.update(1)
-            logger.current().log({"train/loss": last_finite_loss, "train/accuracy": c / max(1, n),
-                                  "train/lr": scheduler.get_last_lr()[0]}, step=step)
-            bar.set_postfix(loss=f"{last_finite_loss:.3f}", acc=f"{correct / max(1, scored):.3f}",
-                            tok_s=f"{tokens / sum(step_times):,.0f}", refresh=False)
-            if step % budget["eval_every"] == 0 or step == total_steps:
-                val = evaluate(model, eval_loader["val"], device, budget["eval_batches"])
-                logger.current().log({"val/accuracy": val}, step=step)
-                if val > best_val:
-                    best_val, best_step = val, step
-                    best_state = copy.deepcopy({k: v.detach().cpu() for k, v in model.state_dict().items()})
-                bar.write(f"step {step}: val acc {val:.4f} (best {best_val:.4f} at step {best_step})")
-                if target is not None and val >= target:  # solved: Zoology stops here too
-                    bar.write(f"step {step}: val acc reached budget.target_val_accuracy={target}; stopping")
+        with checkpoint.HeldSignals() as signals:
+            while step < total_steps:
+                batch = next(batches, None)
+                if batch is None:  # a new epoch
+                    epoch_start, epoch_batches = order.get_state(), 0
+                    batches = iter(train_loader)
+                    continue
+                epoch_batches += 1
+                batch = to_device(batch, device)
+                t0 = time.perf_counter()
+                with autocast(device):
+                    logits, labels = model(batch)
+                loss = token_loss(logits, labels)
+                if not torch.isfinite(loss):
+                    outcome.status = "diverged"
+                    outcome.error = f"loss became {loss.item()} at step {step + 1}"
+                    outcome.metrics.update(diverged_step=step + 1, last_finite_loss=last_finite_loss)
                     break
+                loss.backward()
+                if budget["grad_clip"] is not None:  # null: no clipping, as most LRA configs
+                    torch.nn.utils.clip_grad_norm_(model.parameters(), budget["grad_clip"])
+                optimizer.step()
+                scheduler.step()
+                optimizer.zero_grad(set_to_none=True)
+                synchronize(device)
+                step_times.append(time.perf_counter() - t0)
+                check_memory_cap(cap, device)
+                step += 1
+                last_finite_loss = loss.item()
+                tokens += real_tokens(batch)
+                c, n = correct_and_count(logits.detach(), labels)
+                correct, scored = correct + c, scored + n
+                bar.update(1)
+                logger.current().log({"train/loss": last_finite_loss, "train/accuracy": c / max(1, n),
+                                      "train/lr": scheduler.get_last_lr()[0]}, step=step)
+                bar.set_postfix(loss=f"{last_finite_loss:.3f}", acc=f"{correct / max(1, scored):.3f}",
+                                tok_s=f"{tokens / sum(step_times):,.0f}", refresh=False)
+                if step % budget["eval_every"] == 0 or step == total_steps:
+                    val = evaluate(model, eval_loader["val"], device, budget["eval_batches"])
+                    logger.current().log({"val/accuracy": val}, step=step)
+                    if val > best_val:
+                        best_val, best_step = val, step
+                        best_state = copy.deepcopy({k: v.detach().cpu() for k, v in model.state_dict().items()})
+                    bar.write(f"step {step}: val acc {val:.4f} (best {best_val:.4f} at step {best_step})")
+                    if target is not None and val >= target:  # solved: Zoology stops here too
+                        bar.write(f"step {step}: val acc reached budget.target_val_accuracy={target}; stopping")
+                        break
+                if every is not None and (step % every == 0 or signals.pending):
+                    checkpoint.save(saves_to, config_hash, step, state())
+                signals.release()  # a signal that came during this step acts now, after its checkpoint
     except KeyboardInterrupt:
         outcome.status, outcome.error = "interrupted", f"interrupted after {step} steps"
     finally:
@@ -220,8 +260,8 @@ def check_budget(budget: Mapping) -> None:
     for key in ("max_steps", "batch_size", "eval_every"):
         if not is_positive_int(budget[key]):
             raise ConfigError(f"budget.{key} must be a positive integer, got {budget[key]!r}")
-    for key in ("eval_batches", *SPLIT_LIMITS):
-        value = budget[key]
+    for key in ("eval_batches", "checkpoint_every", *SPLIT_LIMITS):
+        value = budget.get(key)  # a budget written before checkpoint_every existed: never
         if value is not None and not is_positive_int(value):
             raise ConfigError(f"budget.{key} must be a positive integer or null, got {value!r}")
     warmup = budget["warmup_steps"]
