@@ -9,9 +9,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+from PIL import Image
 
 from tasks.lra.pathfinder import make_example
-from tasks.lra.png import encode_png
 
 PANEL = 256  # pixels per panel side; images are enlarged by whole factors, nearest neighbour
 GAP = 8
@@ -32,7 +32,7 @@ def main(out: Path = Path("docs/pathfinder_examples.png"), seed: int = 0) -> Non
             y, x = GAP + row * (PANEL + GAP), GAP + column * (PANEL + GAP)
             sheet[y : y + PANEL, x : x + PANEL] = panel(resolution, label, seed)
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_bytes(encode_png(sheet))
+    Image.fromarray(sheet).save(out)
     print(f"wrote {out}")
 
 

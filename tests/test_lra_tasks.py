@@ -3,6 +3,7 @@ the real loaders; generated Pathfinder images are checked against their own grou
 
 from __future__ import annotations
 
+import io
 import zlib
 from collections import deque
 from pathlib import Path
@@ -11,11 +12,12 @@ import datasets
 import numpy as np
 import pytest
 import torch
+from PIL import Image
 
 import tasks
 from tasks.base import TaskError
 from tasks.lra import hub, pathfinder, reference
-from tasks.lra.png import decode_png, encode_png
+from tasks.lra.image import ImageError, decode_image
 
 # ---------------------------------------------------------------- PNG written with real filters
 
@@ -64,16 +66,41 @@ def png_with_filters(pixels: np.ndarray) -> bytes:
 
 
 @pytest.mark.parametrize("shape", [(7, 5), (6, 9, 3), (5, 4, 4)])
-def test_png_decodes_every_row_filter(shape):
+def test_images_decode_through_every_row_filter(shape):
     pixels = np.random.default_rng(0).integers(0, 256, size=shape, dtype=np.uint8)
-    assert np.array_equal(decode_png(png_with_filters(pixels)), pixels)
+    expected = pixels[..., :3] if pixels.ndim == 3 else pixels  # RGBA: the alpha is dropped
+    assert np.array_equal(decode_image(png_with_filters(pixels)), expected)
 
 
-def test_png_round_trip_and_bad_input():
-    pixels = np.random.default_rng(1).integers(0, 256, size=(11, 13), dtype=np.uint8)
-    assert np.array_equal(decode_png(encode_png(pixels)), pixels)
-    with pytest.raises(ValueError, match="signature"):
-        decode_png(b"GIF89a")
+def pillow_png(image: Image.Image) -> bytes:
+    out = io.BytesIO()
+    image.save(out, format="PNG")
+    return out.getvalue()
+
+
+def test_palette_and_grey_alpha_images_become_rgb(tmp_path):
+    rng = np.random.default_rng(1)
+    colours, indices = rng.integers(0, 256, (4, 3), dtype=np.uint8), rng.integers(0, 4, (6, 7), dtype=np.uint8)
+    palette = Image.fromarray(indices)
+    palette.putpalette(colours.tobytes())  # an L image with a palette is a P image
+    assert palette.mode == "P"
+    (tmp_path / "palette.png").write_bytes(pillow_png(palette))
+    assert np.array_equal(decode_image(tmp_path / "palette.png"), colours[indices])  # read from a file too
+    grey = colours[indices][..., 0]
+    grey_alpha = Image.fromarray(np.stack([grey, 255 - grey], axis=-1))  # two channels: LA
+    assert grey_alpha.mode == "LA"
+    assert np.array_equal(decode_image(pillow_png(grey_alpha)), np.repeat(grey[..., None], 3, axis=-1))
+
+
+def test_unreadable_and_deep_images_are_refused():
+    with pytest.raises(ImageError, match="unreadable image"):
+        decode_image(b"GIF89a")
+    whole = pillow_png(Image.fromarray(np.random.default_rng(2).integers(0, 256, (16, 16), dtype=np.uint8)))
+    with pytest.raises(ImageError, match="unreadable image"):
+        decode_image(whole[: len(whole) // 2])  # truncated inside the pixel data
+    deep = Image.fromarray(np.full((4, 4), 300, dtype=np.uint16))  # 16-bit grey: refused, not clipped to 255
+    with pytest.raises(ImageError, match="unsupported image mode I"):
+        decode_image(pillow_png(deep))
 
 
 # ---------------------------------------------------------------- text (IMDb)

@@ -7,29 +7,51 @@ the last 10% (5000), test = the test split (10000).
 
 Sources, tried in order: ``<data_dir>/cifar10`` (a ``DatasetDict.save_to_disk`` folder with
 ``train`` and ``test``), then the Hub ids ``uoft-cs/cifar10`` and ``cifar10`` in the local Hugging
-Face cache, offline. Images may be stored as encoded PNG (the Hub's ``Image`` feature; decoded by
-``tasks.lra.png``, no Pillow needed) or as uint8 arrays.
+Face cache, offline. Images may be stored encoded (the Hub's ``Image`` feature, PNG; decoded with
+Pillow) or as uint8 arrays.
 """
 
 from __future__ import annotations
 
+import io
 from collections.abc import Mapping
 from pathlib import Path
 
 import datasets
 import numpy as np
 import torch
+from PIL import Image
 from torch.utils.data import Dataset
 from tqdm import tqdm
 
 from tasks.base import TaskData, TaskError, TaskInfo
 from tasks.common import cached_splits, classification_task
 from tasks.lra.hub import local_or_hub
-from tasks.lra.png import PNGError, decode_png
 
 HUB_IDS = ("uoft-cs/cifar10", "cifar10")
 IMAGE_COLUMNS = ("img", "image")
 TF_GREY_WEIGHTS = np.array([0.2989, 0.5870, 0.1140], dtype=np.float32)
+# Pillow modes of 8-bit images: greyscale and RGB are read as they are, the others become RGB
+# (palettes expanded, alpha dropped, 1-bit to 0/255). Deeper modes (I;16, F) are refused, not clipped.
+DIRECT_MODES = ("L", "RGB")
+CONVERTED_MODES = ("1", "LA", "P", "PA", "RGBA", "RGBX")
+
+
+class ImageError(ValueError):
+    """Bytes or a file that Pillow cannot read as an 8-bit image."""
+
+
+def decode_image(source: bytes | Path) -> np.ndarray:
+    """Pixels of an encoded image (bytes or a file) as uint8: (H, W) for greyscale, (H, W, 3) otherwise."""
+    try:
+        with Image.open(io.BytesIO(source) if isinstance(source, bytes) else source) as image:
+            if image.mode in CONVERTED_MODES:
+                image = image.convert("RGB")
+            elif image.mode not in DIRECT_MODES:
+                raise ImageError(f"unsupported image mode {image.mode} (8-bit greyscale, RGB or palette expected)")
+            return np.asarray(image)
+    except OSError as exc:  # not an image (UnidentifiedImageError), or a truncated or corrupt one
+        raise ImageError(f"unreadable image ({exc})") from exc
 
 
 def pixel_features() -> datasets.Features:
@@ -61,7 +83,7 @@ def _pixels(value: object) -> np.ndarray:
     """An image cell as uint8 RGB (H, W, 3): encoded bytes of the ``Image`` feature, or an array."""
     if isinstance(value, dict):  # Image(decode=False): {"bytes": ..., "path": ...}
         data = value.get("bytes") or Path(value["path"]).read_bytes()
-        image = decode_png(data)
+        image = decode_image(data)
     else:
         image = np.asarray(value, dtype=np.uint8)
     if image.ndim == 2:
@@ -74,7 +96,7 @@ def _grey_split(split: datasets.Dataset, column: str, desc: str) -> datasets.Dat
     for value in tqdm(split[column], desc=desc, leave=False, mininterval=2):
         try:
             pixels.append(to_grey(_pixels(value)).reshape(-1))
-        except PNGError as exc:
+        except ImageError as exc:
             raise TaskError(f"image: undecodable image in {desc}: {exc}") from exc
     return datasets.Dataset.from_dict({"pixels": pixels, "label": split["label"]}, features=pixel_features())
 
@@ -90,7 +112,7 @@ def load(config: Mapping, data_dir: Path) -> TaskData:
         raise TaskError(f"{name}: expected columns 'label' and one of {IMAGE_COLUMNS}, got {raw['train'].column_names}")
 
     def build(work_dir: Path) -> datasets.DatasetDict:
-        # Encoded images stay bytes: decoding here needs no Pillow.
+        # Kept encoded: decode_image reads them (one mode conversion and one error, as for Pathfinder's files).
         train, test = (raw[s].cast_column(column, datasets.Image(decode=False)) if isinstance(raw[s].features[column], datasets.Image) else raw[s] for s in ("train", "test"))
         cut = len(train) * 9 // 10
         return datasets.DatasetDict(

@@ -24,6 +24,7 @@ of a target path, the other the end of the same path (label 1) or of the other o
 from __future__ import annotations
 
 import functools
+import io
 import os
 from collections.abc import Mapping
 from concurrent.futures import ProcessPoolExecutor
@@ -33,12 +34,12 @@ from pathlib import Path
 
 import datasets
 import numpy as np
+from PIL import Image
 from tqdm import tqdm
 
 from tasks.base import TaskData, TaskError, TaskInfo
 from tasks.common import cached_splits, files_fingerprint, classification_task
-from tasks.lra.image import PixelClassification, pixel_features
-from tasks.lra.png import PNGError, decode_png, encode_png
+from tasks.lra.image import ImageError, PixelClassification, decode_image, pixel_features
 
 LEVEL = "curv_contour_length_14"  # the "hard" split, the one LRA reports
 SOURCES = ("generate", "local")
@@ -284,7 +285,9 @@ def make_example(resolution: int, label: int, rng: np.random.Generator) -> Examp
 def _draw_png(resolution: int, seed: int, index: int) -> tuple[bytes, int, int]:
     """Image ``index`` of a generated set: PNG bytes, label (``index % 2``) and margin."""
     example = make_example(resolution, index % 2, np.random.default_rng([seed, index]))
-    return encode_png(example.image), example.label, example.margin
+    png = io.BytesIO()
+    Image.fromarray(example.image).save(png, format="PNG")
+    return png.getvalue(), example.label, example.margin
 
 
 def generate(out_dir: Path, num_images: int, resolution: int, seed: int, workers: int | None = None) -> None:
@@ -336,8 +339,8 @@ def _split(samples: list[tuple[Path, int]], resolution: int, sizes: tuple[int, i
         pixels, labels = [], []
         for path, label in tqdm(samples[start : start + size], desc=f"pathfinder{resolution}: {name}", leave=False, mininterval=2):
             try:
-                image = decode_png(path.read_bytes())
-            except PNGError as exc:
+                image = decode_image(path)
+            except ImageError as exc:
                 raise TaskError(f"{path}: {exc}") from exc
             if image.ndim == 3:  # LRA read these as greyscale; the release's are already
                 image = image[..., 0]
