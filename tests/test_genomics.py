@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import datasets
@@ -15,7 +16,7 @@ import torch
 
 import tasks
 from tasks.base import TaskError
-from tasks.genomics import synthetic
+from tasks.genomics import benchmarks, synthetic
 from tasks.genomics.nucleotides import decode, encode
 
 # Synthetic ---------------------------------------------------------------------------------------
@@ -270,3 +271,53 @@ def test_real_loader_names_a_bad_config_value(tmp_path, key, value):
     write_csv(tmp_path / "nucleotide_transformer" / "toy")
     with pytest.raises(TaskError, match=f"task.{key}="):
         tasks.load("nucleotide_transformer", real_config("nucleotide_transformer", **{key: value}), tmp_path)
+
+
+# The Nucleotide Transformer release on the Hub: files, no loading script --------------------------
+
+NT_HUB_ID = "InstaDeepAI/nucleotide_transformer_downstream_tasks"
+
+
+def cached_hub_snapshot(data_dir: Path, folders: dict[str, Callable[[Path], None]]) -> None:
+    """A Hub repository as ``snapshot_download`` leaves it in its cache (``<data_dir>/huggingface``):
+    ``refs/main`` names a commit whose snapshot holds one folder per dataset, written by its writer."""
+    repo = data_dir / "huggingface" / f"datasets--{NT_HUB_ID.replace('/', '--')}"
+    commit = "0123456789abcdef0123456789abcdef01234567"
+    (repo / "refs").mkdir(parents=True)
+    (repo / "refs" / "main").write_text(commit)
+    for folder, writer in folders.items():
+        writer(repo / "snapshots" / commit / folder)
+
+
+@pytest.fixture
+def hub_offline(monkeypatch):
+    """HF_HUB_OFFLINE=1 as huggingface_hub reads it: only cached files, never the network."""
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
+    monkeypatch.setattr(datasets.config, "HF_HUB_OFFLINE", True)
+
+
+def test_nucleotide_transformer_reads_the_dataset_folder_of_a_hub_snapshot(tmp_path, hub_offline, monkeypatch):
+    cached_hub_snapshot(tmp_path, {"toy": write_fasta, "other": write_csv})
+    calls = []
+
+    def spy(*args, **kwargs):  # the real snapshot_download, its arguments kept
+        calls.append((args, kwargs))
+        return real(*args, **kwargs)
+
+    real = huggingface_hub.snapshot_download
+    monkeypatch.setattr(benchmarks.huggingface_hub, "snapshot_download", spy)
+    data = tasks.load("nucleotide_transformer", real_config("nucleotide_transformer", source="hub"), tmp_path)
+    got = all_examples(data)
+    assert sorted(got["train"] + got["val"]) == expected(TRAIN) and sorted(got["test"]) == expected(TEST)
+    assert data.info.extra["origin"] == f"{NT_HUB_ID}/toy"
+    [(args, kwargs)] = calls  # only the dataset's folder is asked for, from the dataset repository
+    assert args == (NT_HUB_ID,) and kwargs["repo_type"] == "dataset" and kwargs["allow_patterns"] == ["toy/*"]
+    assert kwargs["cache_dir"] == str(tmp_path / "huggingface")
+
+
+def test_nucleotide_transformer_hub_without_the_dataset_folder_says_so(tmp_path, hub_offline):
+    cached_hub_snapshot(tmp_path, {"other": write_fasta})
+    with pytest.raises(TaskError) as error:
+        tasks.load("nucleotide_transformer", real_config("nucleotide_transformer", source="hub"), tmp_path)
+    message = str(error.value)
+    assert f"Hub dataset {NT_HUB_ID} (no folder 'toy' in the repository)" in message and "hf download" in message

@@ -13,8 +13,12 @@
 Both ship train and test only; validation is a seeded ``val_fraction`` of train. Local data is
 looked for first (``task.path``, then ``<data_dir>/<benchmark>/<dataset>``, then the
 ``genomic-benchmarks`` package's own ``~/.genomic_benchmarks/<dataset>``) in any layout of
-``tasks.genomics.formats``; then, unless ``source=local``, the Hub through ``datasets`` (never
-running a repository's code). Offline (``HF_HUB_OFFLINE=1``) the Hub attempt fails at once.
+``tasks.genomics.formats``; then, unless ``source=local``, the Hub, never running a repository's
+code: the Nucleotide Transformer release's folder for the dataset with ``huggingface_hub``'s
+``snapshot_download`` (its repository is a loading script that ``datasets`` 4 and later refuse; the
+files beside it are read as local files), Genomic Benchmarks through ``datasets``. Both are cached
+under ``<data_dir>/huggingface``. Offline (``HF_HUB_OFFLINE=1``) the Hub attempt fails at once
+unless the files are cached.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import datasets
+import huggingface_hub
 import numpy as np
 
 from tasks.base import TaskData, TaskError, TaskInfo
@@ -54,7 +59,9 @@ class Benchmark:
 
     folder: str  # under data_dir
     hub_id: str  # default Hub repository, formatted with the dataset name
-    hub_config_is_dataset: bool  # the Hub repository names a config per dataset
+    # True: the Hub repository holds the release's files, a folder per dataset (``task.hub_config``
+    # names another folder); False: ``datasets`` loads the repository (``task.hub_config``: its config).
+    hub_folder_per_dataset: bool
     package_cache: str | None  # another folder its own tooling fills, formatted with the dataset
     how_to_get: str  # formatted with dataset, root, parent and hub_id
     paper_metrics: Mapping[str, str]  # the metric its paper reports, per dataset
@@ -64,7 +71,7 @@ class Benchmark:
 GENOMIC_BENCHMARKS = Benchmark(
     folder="genomic_benchmarks",
     hub_id="katarinagresova/Genomic_Benchmarks_{dataset}",
-    hub_config_is_dataset=False,
+    hub_folder_per_dataset=False,
     package_cache="~/.genomic_benchmarks/{dataset}",
     how_to_get=("`pip install genomic-benchmarks` then `python -c \"from genomic_benchmarks.loc2seq import "
                 "download_dataset; download_dataset('{dataset}', dest_path='{parent}')\"`, or run once online "
@@ -75,7 +82,7 @@ GENOMIC_BENCHMARKS = Benchmark(
 NUCLEOTIDE_TRANSFORMER = Benchmark(
     folder="nucleotide_transformer",
     hub_id="InstaDeepAI/nucleotide_transformer_downstream_tasks",
-    hub_config_is_dataset=True,
+    hub_folder_per_dataset=True,
     package_cache=None,
     how_to_get=("`hf download InstaDeepAI/nucleotide_transformer_downstream_tasks --repo-type dataset "
                 "--include '{dataset}/*' --local-dir {parent}` (writes {root}/train.fna and test.fna)"),
@@ -131,6 +138,20 @@ def read_hub(hub_id: str, config_name: str | None, cache_dir: Path, dataset: str
     return read_dataset_dict(splits, hub_id, dataset)
 
 
+def read_hub_folder(hub_id: str, folder: str, cache_dir: Path, dataset: str) -> dict[str, Examples]:
+    """Train and test from one folder of a Hub repository holding the release's files: only that
+    folder is downloaded (cached under ``cache_dir``), then read as a local folder."""
+    try:
+        snapshot = huggingface_hub.snapshot_download(hub_id, repo_type="dataset", allow_patterns=[f"{folder}/*"],
+                                                     cache_dir=str(cache_dir))
+    except (OSError, ValueError) as exc:  # offline and not cached, unknown repository, Hub unreachable
+        raise HubUnavailable(f"{type(exc).__name__}: {exc}".splitlines()[0]) from None
+    found = read_local(Path(snapshot) / folder, dataset)
+    if found is None:
+        raise HubUnavailable(f"no folder {folder!r} in the repository")
+    return found
+
+
 def optional_cap(config: Mapping, key: str) -> int | None:
     """A split size: a positive int, or None for all of it."""
     return None if config.get(key) is None else int_option(config, key)
@@ -155,8 +176,11 @@ def find_examples(config: Mapping, data_dir: Path, benchmark: Benchmark, dataset
                 return found, str(candidate)
     if source in ("auto", "hub"):
         try:
-            config_name = config.get("hub_config") or (dataset if benchmark.hub_config_is_dataset else None)
-            return read_hub(hub_id, config_name, data_dir / "huggingface", dataset), hub_id
+            cache_dir = data_dir / "huggingface"
+            if benchmark.hub_folder_per_dataset:
+                folder = config.get("hub_config") or dataset
+                return read_hub_folder(hub_id, folder, cache_dir, dataset), f"{hub_id}/{folder}"
+            return read_hub(hub_id, config.get("hub_config"), cache_dir, dataset), hub_id
         except HubUnavailable as exc:
             tried.append(f"Hub dataset {hub_id} ({exc})")
     how = benchmark.how_to_get.format(dataset=dataset, root=root, parent=root.parent, hub_id=hub_id)
