@@ -28,7 +28,22 @@ FIELD_TYPES: dict[str, type | tuple[type, ...]] = {
 FIELDS = tuple(FIELD_TYPES)
 # Where a run's files go, how it is watched or scheduled, or how many CPU threads it takes does not
 # change what the run measures (the threads change its speed, which the record reports beside).
-NON_DEFINING_KEYS = frozenset({"results_dir", "data_dir", "hydra", "logger", "force", "protocol", "cpu_threads"})
+NON_DEFINING_KEYS = frozenset({"results_dir", "data_dir", "hydra", "logger", "force", "protocol", "cpu_threads",
+                               "resume"})
+# How often a run saves a checkpoint does not change its result either (a resumed run ends the same).
+NON_DEFINING_BUDGET_KEYS = frozenset({"checkpoint_every"})
+# Keys added to the config after records were published, each with the value that computes what a
+# config without the key computed: a config holding that value hashes as one that lacks the key, so
+# a new key never makes a finished run look unfinished. (A key whose value is null is never hashed
+# either: null is "off" or "the default" everywhere in conf/.) Raise HASH_VERSION instead when a change of
+# the code alters what an unchanged config computes: every earlier run then counts as another config.
+NEUTRAL_VALUES: dict[tuple[str, ...], Any] = {
+    ("model", "mixers"): ["attention"],
+    ("model", "position"): "learned",
+    ("model", "mlp"): True,
+    ("model", "conv_kernel"): 3,
+}
+HASH_VERSION = 1
 # What the learning-rate protocol varies inside one board cell (see suite.protocol).
 SWEPT_KEYS = (("budget", "lr"), ("seed",))
 
@@ -49,22 +64,50 @@ def scrub_home(value: Any) -> Any:
     return value
 
 
+def _without_neutral(node: Mapping, path: tuple[str, ...] = ()) -> dict:
+    """``node`` without null values and without added keys at their neutral value, recursively."""
+    kept = {}
+    for key, value in node.items():
+        at = (*path, key)
+        if value is None or (at in NEUTRAL_VALUES and value == NEUTRAL_VALUES[at]):
+            continue
+        kept[key] = _without_neutral(value, at) if isinstance(value, Mapping) else value
+    return kept
+
+
+def defining_config(config: Mapping) -> dict:
+    """The part of ``config`` that defines what a run measures (not where it writes, how it is
+    scheduled or watched, how often it checkpoints), in the form that is hashed."""
+    defining = {k: v for k, v in config.items() if k not in NON_DEFINING_KEYS}
+    if isinstance(defining.get("budget"), Mapping):
+        defining["budget"] = {k: v for k, v in defining["budget"].items() if k not in NON_DEFINING_BUDGET_KEYS}
+    return _without_neutral(defining)
+
+
+def _digest(defining: Mapping) -> str:
+    versioned = {**defining, "hash_version": HASH_VERSION} if HASH_VERSION > 1 else defining
+    canonical = json.dumps(versioned, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(canonical.encode()).hexdigest()[:16]
+
+
 def config_hash(config: Mapping, device_type: str) -> str:
     """A stable hash of what defines a run: the config without paths, plus the resolved device."""
-    defining = {k: v for k, v in config.items() if k not in NON_DEFINING_KEYS}
-    defining["device"] = device_type
-    canonical = json.dumps(defining, sort_keys=True, separators=(",", ":"), default=str)
-    return hashlib.sha256(canonical.encode()).hexdigest()[:16]
+    return _digest({**defining_config(config), "device": device_type})
+
+
+def record_config_hash(record: Mapping) -> str:
+    """The config hash of a record's run under today's rule (the stored ``config_hash`` is the one
+    of the rule it was written under)."""
+    return config_hash(record["config"], str(record["env"].get("device", "cpu")))
 
 
 def cell_key(config: Mapping) -> str:
     """A hash of what defines a board cell: the run's defining config without the learning rate
     and the seed, which the protocol sweeps inside the cell."""
-    defining = {k: v for k, v in config.items() if k not in NON_DEFINING_KEYS}
-    defining["budget"] = {k: v for k, v in defining["budget"].items() if k != "lr"}
+    defining = defining_config(config)
+    defining["budget"] = {k: v for k, v in defining.get("budget", {}).items() if k != "lr"}
     defining.pop("seed", None)
-    canonical = json.dumps(defining, sort_keys=True, separators=(",", ":"), default=str)
-    return hashlib.sha256(canonical.encode()).hexdigest()[:16]
+    return _digest(defining)
 
 
 def select_lr(runs: list[Mapping]) -> float | None:
@@ -83,6 +126,13 @@ def utc_now() -> str:
     return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds").replace("+00:00", "Z")
 
 
+def new_run_id(config_hash: str) -> str:
+    """The UTC time, the config hash and a random suffix (32 bits: concurrent runs of one config in
+    one second must not overwrite each other's records)."""
+    stamp = utc_now().replace("-", "").replace(":", "")
+    return f"{stamp}_{config_hash[:8]}_{secrets.token_hex(4)}"
+
+
 def new_record(
     kind: str,
     *,
@@ -94,21 +144,20 @@ def new_record(
     env: Mapping,
     status: str = "ok",
     error: str | None = None,
+    run_id: str | None = None,
 ) -> dict:
-    """A complete record; ``run_id`` is the UTC time, the config hash and a random suffix (32 bits:
-    concurrent runs of one config in one second must not overwrite each other's records).
+    """A complete record; ``run_id`` is given when something had to know it before the job (the
+    experiment logger names its run after it), else a new one (``new_run_id``).
     The user's home directory is scrubbed from every string, error messages included."""
     if kind not in KINDS:
         raise ValueError(f"unknown record kind {kind!r}; valid: {', '.join(KINDS)}")
     if status not in STATUSES:
         raise ValueError(f"unknown record status {status!r}; valid: {', '.join(STATUSES)}")
-    created = utc_now()
-    stamp = created.replace("-", "").replace(":", "")
     return {
         "schema": SCHEMA,
         "kind": kind,
-        "run_id": f"{stamp}_{config_hash[:8]}_{secrets.token_hex(4)}",
-        "created": created,
+        "run_id": run_id or new_run_id(config_hash),
+        "created": utc_now(),
         "status": status,
         "error": scrub_home(error),
         "method": scrub_home(dict(method)),

@@ -22,7 +22,7 @@ from pathlib import Path
 import torch
 
 import methods
-from suite import env, logger, records
+from suite import checkpoint, env, logger, records
 from suite.errors import USER_ERRORS, ConfigError
 from suite.hardware import cpu_threads
 
@@ -65,8 +65,9 @@ def check_run_keys(config: Mapping) -> None:
     seed = config["seed"]
     if isinstance(seed, bool) or not isinstance(seed, int):
         raise ConfigError(f"seed must be an integer, got {seed!r}")
-    if not isinstance(config.get("force", False), bool):
-        raise ConfigError(f"force must be true or false, got {config['force']!r}")
+    for key in ("force", "resume"):
+        if not isinstance(config.get(key, False), bool):
+            raise ConfigError(f"{key} must be true or false, got {config[key]!r}")
     if not isinstance(config["results_dir"], str) or not config["results_dir"].strip():
         raise ConfigError(f"results_dir must name a folder (default: results), got {config['results_dir']!r}")
 
@@ -108,7 +109,7 @@ def find_finished(results_dir: str | Path, config_hash: str) -> Path | None:
     with warnings.catch_warnings(record=True) as skipped:
         warnings.simplefilter("always")
         found = next((path for path, record in records.iter_records(results_dir)
-                      if record["config_hash"] == config_hash and record["status"] == "ok"), None)
+                      if record["status"] == "ok" and records.record_config_hash(record) == config_hash), None)
     for warning in skipped:
         print(f"warning: {warning.message}", file=sys.stderr)
     return found
@@ -136,7 +137,8 @@ def run(config: Mapping, resume: bool = True) -> tuple[Path, Outcome]:
     records.check_writable(config["results_dir"])
     torch.manual_seed(config["seed"])
 
-    with sigterm_as_interrupt(), logger.opened(config) as log:
+    run_id = records.new_run_id(config_hash)  # known before the job, so the logger's run carries it
+    with sigterm_as_interrupt(), logger.opened(config, run_id) as log:
         try:
             with cpu_threads(config.get("cpu_threads"), device, key="cpu_threads"):
                 result = module.job(config, device)
@@ -160,8 +162,11 @@ def run(config: Mapping, resume: bool = True) -> tuple[Path, Outcome]:
             env=env.capture(device, config["seed"]),
             status=result.outcome.status,
             error=result.outcome.error,
+            run_id=run_id,
         )
         path = records.write_record(record, config["results_dir"])
+        if result.outcome.status != "interrupted":  # the run ended: nothing is left to resume
+            checkpoint.discard(checkpoint.folder(config["results_dir"], config_hash))
         log.finish(record, path)
     print(module.summary(record), flush=True)
     print(f"record: {path}", flush=True)
