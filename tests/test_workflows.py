@@ -63,3 +63,27 @@ def test_gpu_workflow_never_runs_for_pull_requests():
     triggers = board[True]  # PyYAML reads the key `on` as True
     assert set(triggers) == {"schedule", "workflow_dispatch"}
     assert board["jobs"]["gpu-runs"]["runs-on"] == ["self-hosted", "gpu"]
+
+
+def steps_text(job: dict) -> str:
+    return "\n".join(str(step.get("run", "")) + str(step.get("uses", "")) for step in job["steps"])
+
+
+def test_ci_runs_on_hosted_runners_at_three_pythons_with_pip_cached():
+    ci = yaml.safe_load((REPO / ".github" / "workflows" / "ci.yml").read_text())
+    job = ci["jobs"]["test"]
+    assert job["runs-on"] == "ubuntu-latest"
+    assert job["strategy"]["matrix"]["python-version"] == ["3.10", "3.11", "3.12"]
+    [setup] = [step for step in job["steps"] if step.get("uses", "").startswith("actions/setup-python@")]
+    assert setup["with"]["cache"] == "pip" and setup["with"]["python-version"] == "${{ matrix.python-version }}"
+    assert "chromium-driver" not in steps_text(job)  # not an apt package on hosted runners: they ship chromedriver
+
+
+def test_board_commits_its_new_records_from_a_hosted_job():
+    board = yaml.safe_load((REPO / ".github" / "workflows" / "board.yml").read_text())
+    job = board["jobs"]["commit-records"]
+    assert job["needs"] == "gpu-runs" and job["runs-on"] == "ubuntu-latest"  # the write token stays off the GPU host
+    assert job["permissions"] == {"contents": "write"} and board["permissions"] == {"contents": "read"}
+    commands = steps_text(job)
+    assert "actions/download-artifact@" in commands and "git add results" in commands
+    assert commands.index("git commit") < commands.index("git push")
