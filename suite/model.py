@@ -51,15 +51,47 @@ def check_model_config(model: Mapping, seq_len: int) -> None:
     kernel = model.get("conv_kernel", 3)
     if isinstance(kernel, bool) or not isinstance(kernel, int) or kernel < 1:
         raise ConfigError(f"model.conv_kernel must be a positive integer, got {kernel!r}")
+    qkv_conv = model.get("qkv_conv")
+    if qkv_conv is not None and (isinstance(qkv_conv, bool) or not isinstance(qkv_conv, int) or qkv_conv < 1):
+        raise ConfigError(f"model.qkv_conv must be a positive integer (a kernel size) or null, got {qkv_conv!r}")
+
+
+class CausalConv(nn.Module):
+    """A depthwise causal convolution over the last ``kernel_size`` tokens, (B, N, C) -> (B, N, C):
+    position i sees i-k+1..i. Its recurrent form keeps the last ``kernel_size - 1`` inputs."""
+
+    def __init__(self, channels: int, kernel_size: int) -> None:
+        super().__init__()
+        self.kernel_size = kernel_size
+        self.conv = nn.Conv1d(channels, channels, kernel_size, groups=channels, padding=kernel_size - 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        n = x.shape[1]
+        return self.conv(x.transpose(1, 2))[..., :n].transpose(1, 2)  # drop the look-ahead outputs
+
+    def init_state(self, batch: int, device: torch.device | None = None,
+                   dtype: torch.dtype | None = None) -> torch.Tensor:
+        """The decoding state before any token: the last ``kernel_size - 1`` inputs (B, K-1, C),
+        oldest first; zeros, as the parallel form's left padding."""
+        return torch.zeros(batch, self.kernel_size - 1, self.conv.in_channels, device=device, dtype=dtype)
+
+    def step(self, x_t: torch.Tensor, state: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """One decoding step: x_t (B, C) -> (y_t (B, C), new state), as ``forward`` at this position."""
+        window = torch.cat([state, x_t.unsqueeze(1)], dim=1)  # (B, K, C), oldest first
+        # Conv1d is a cross-correlation: weight tap j meets input t - (K-1) + j, i.e. window[:, j].
+        return (window * self.conv.weight[:, 0, :].t()).sum(1) + self.conv.bias, window[:, 1:]
 
 
 class MultiHeadAttention(nn.Module):
-    """Projections around one attention method; the method sees (batch, heads, N, head_dim)."""
+    """Projections around one attention method; the method sees (batch, heads, N, head_dim).
+    With ``qkv_conv`` (a kernel size), q, k and v each pass a short causal convolution and SiLU
+    first, as flash-linear-attention's layers do (``use_short_conv``)."""
 
-    def __init__(self, d_model: int, num_heads: int, method: Mapping) -> None:
+    def __init__(self, d_model: int, num_heads: int, method: Mapping, qkv_conv: int | None = None) -> None:
         super().__init__()
         self.num_heads = num_heads
         self.qkv = nn.Linear(d_model, 3 * d_model)
+        self.qkv_conv = CausalConv(3 * d_model, qkv_conv) if qkv_conv else None
         self.out = nn.Linear(d_model, d_model)
         self.attention = methods.build(
             method["name"], head_dim=d_model // num_heads, impl=method["impl"], **method["options"]
@@ -67,7 +99,10 @@ class MultiHeadAttention(nn.Module):
 
     def forward(self, x: torch.Tensor, causal: bool) -> torch.Tensor:
         b, n, d = x.shape
-        q, k, v = self.qkv(x).view(b, n, 3, self.num_heads, d // self.num_heads).permute(2, 0, 3, 1, 4)
+        qkv = self.qkv(x)
+        if self.qkv_conv is not None:
+            qkv = F.silu(self.qkv_conv(qkv))
+        q, k, v = qkv.view(b, n, 3, self.num_heads, d // self.num_heads).permute(2, 0, 3, 1, 4)
         o = self.attention(q, k, v, causal=causal)
         return self.out(o.transpose(1, 2).reshape(b, n, d))
 
@@ -81,27 +116,22 @@ class ShortConv(nn.Module):
     def __init__(self, d_model: int, kernel_size: int) -> None:
         super().__init__()
         self.kernel_size = kernel_size
-        self.conv = nn.Conv1d(d_model, d_model, kernel_size, groups=d_model, padding=kernel_size - 1)
+        self.conv = CausalConv(d_model, kernel_size)
         self.proj = nn.Linear(d_model, d_model)
 
     def forward(self, x: torch.Tensor, causal: bool = True) -> torch.Tensor:
-        n = x.shape[1]
-        mixed = self.conv(x.transpose(1, 2))[..., :n].transpose(1, 2)  # drop the look-ahead outputs
-        return self.proj(x) * mixed
+        return self.proj(x) * self.conv(x)
 
     def init_state(self, batch: int, device: torch.device | None = None,
                    dtype: torch.dtype | None = None) -> torch.Tensor:
-        """The decoding state before any token: the last ``kernel_size - 1`` inputs (B, K-1, D),
-        oldest first; zeros, as the parallel form's left padding."""
-        return torch.zeros(batch, self.kernel_size - 1, self.proj.in_features, device=device, dtype=dtype)
+        """The decoding state before any token: the convolution's (B, K-1, D)."""
+        return self.conv.init_state(batch, device, dtype)
 
     def step(self, x_t: torch.Tensor, state: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """One decoding step: x_t (B, D) -> (y_t (B, D), new state); the same output as ``forward``
         at this position of the sequence whose earlier inputs the state holds."""
-        window = torch.cat([state, x_t.unsqueeze(1)], dim=1)  # (B, K, D), oldest first
-        # Conv1d is a cross-correlation: weight tap j meets input t - (K-1) + j, i.e. window[:, j].
-        mixed = (window * self.conv.weight[:, 0, :].t()).sum(1) + self.conv.bias
-        return self.proj(x_t) * mixed, window[:, 1:]
+        mixed, state = self.conv.step(x_t, state)
+        return self.proj(x_t) * mixed, state
 
 
 class Block(nn.Module):
@@ -112,7 +142,8 @@ class Block(nn.Module):
         super().__init__()
         d_model = model["d_model"]
         self.norm1 = nn.LayerNorm(d_model)
-        self.mixer = (MultiHeadAttention(d_model, model["num_heads"], method) if mixer == "attention"
+        self.mixer = (MultiHeadAttention(d_model, model["num_heads"], method, model.get("qkv_conv"))
+                      if mixer == "attention"
                       else ShortConv(d_model, model.get("conv_kernel", 3)))
         self.ff = None
         if model.get("mlp", True):

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from suite.errors import ConfigError
-from suite.model import Decoder, MultiHeadAttention, ShortConv, check_model_config
+from suite.model import CausalConv, Decoder, MultiHeadAttention, ShortConv, check_model_config
 
 
 def test_short_conv_is_causal():
@@ -77,6 +77,8 @@ def test_default_model_has_positions_and_mlp(make_config):
     ({"mlp": 1}, "model.mlp must be true or false"),
     ({"conv_kernel": 0}, "model.conv_kernel must be a positive integer"),
     ({"conv_kernel": True}, "model.conv_kernel must be a positive integer"),
+    ({"qkv_conv": 0}, "model.qkv_conv must be a positive integer"),
+    ({"qkv_conv": "3"}, "model.qkv_conv must be a positive integer"),
 ])
 def test_bad_model_options_are_refused(make_config, override, says):
     model = {**make_config("model=hybrid")["model"], **override}
@@ -85,5 +87,38 @@ def test_bad_model_options_are_refused(make_config, override, says):
 
 
 def test_shipped_model_configs_pass_the_check(make_config):
-    for name in ("hybrid", "smoke", "small", "paper"):
+    for name in ("hybrid", "shortconv", "smoke", "small", "paper"):
         check_model_config(make_config(f"model={name}")["model"], 64)  # raises if refused
+
+
+@pytest.mark.parametrize("method", ["softmax", "linear", "taylor"])
+def test_shortconv_decoder_is_causal_with_its_conv_on_q_k_v(make_config, method):
+    """fla's layout (model=shortconv): each attention layer convolves q, k and v over the last
+    tokens; a later token must still never change an earlier output."""
+    torch.manual_seed(0)
+    config = make_config("model=shortconv", "task=mqar", f"method={method}")
+    trunk = Decoder(vocab_size=20, seq_len=16, num_classes=20, model=config["model"], method=config["method"]).trunk
+    assert trunk.position is None
+    assert all(isinstance(b.mixer, MultiHeadAttention) and b.mixer.qkv_conv is not None for b in trunk.blocks)
+    assert trunk.blocks[0].mixer.qkv_conv.kernel_size == 3
+    ids = torch.randint(1, 20, (2, 16))
+    moved = ids.clone()
+    t = 9
+    moved[:, t] = (ids[:, t] % 19) + 1
+    with torch.no_grad():
+        before, after = trunk(ids, causal=True), trunk(moved, causal=True)
+    torch.testing.assert_close(before[:, :t], after[:, :t], atol=1e-6, rtol=1e-6)
+    assert not torch.allclose(before[:, t], after[:, t])
+
+
+def test_causal_conv_of_qkv_step_by_step_equals_parallel_form():
+    torch.manual_seed(1)
+    conv = CausalConv(channels=12, kernel_size=3)
+    x = torch.randn(2, 9, 12)
+    state = conv.init_state(2)
+    with torch.no_grad():
+        steps = []
+        for i in range(x.shape[1]):
+            y, state = conv.step(x[:, i], state)
+            steps.append(y)
+        torch.testing.assert_close(torch.stack(steps, 1), conv(x), atol=1e-6, rtol=1e-6)

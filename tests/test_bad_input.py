@@ -58,7 +58,7 @@ def assert_one_line_refusal(code: int, err: str, says: str, results: Path) -> No
 
 BAD_INPUT = [
     # unknown choices the CLI tests do not try (tests/test_cli.py: method, task, budget, mode)
-    (("model=huge",), "unknown model 'huge'; valid models: hybrid, paper, small, smoke"),
+    (("model=huge",), "unknown model 'huge'; valid models: hybrid, paper, shortconv, small, smoke"),
     (("logger=tensorboard",), "unknown logger 'tensorboard'; valid loggers: none, wandb"),
     (("experiment=lra_nope",), "unknown experiment 'lra_nope'; valid experiments: leaderboard_cpu, "),
     (("method=linear", "method.impl=cuda"),
@@ -82,6 +82,7 @@ BAD_INPUT = [
     (("budget.warmup_steps=-1",), "budget.warmup_steps must be an integer >= 0, got -1"),
     (("budget.weight_decay=-0.1",), "budget.weight_decay must be a finite number >= 0, got -0.1"),
     (("budget.grad_clip=0",), "budget.grad_clip must be a finite number > 0 or null, got 0"),
+    (("budget.checkpoint_every=0",), "budget.checkpoint_every must be a positive integer or null, got 0"),
     (("model.num_layers=0",), "model.num_layers must be a positive integer, got 0"),
     (("model.d_ff=-64",), "model.d_ff must be a positive integer, got -64"),
     (("model.dropout=1.5",), "model.dropout must be a number in [0, 1), got 1.5"),
@@ -90,6 +91,7 @@ BAD_INPUT = [
     (("seed=abc",), "seed must be an integer, got 'abc'"),
     (("seed=1.5",), "seed must be an integer, got 1.5"),
     (("force=maybe",), "force must be true or false, got 'maybe'"),
+    (("resume=maybe",), "resume must be true or false, got 'maybe'"),
     (("results_dir=",), "results_dir must name a folder (default: results), got ''"),
     (("task.vocab_size=nope",), "task.vocab_size='nope': expected an integer >= 4"),
     # lengths the task's data cannot have
@@ -206,7 +208,8 @@ any_value = (st.integers(min_value=-3, max_value=10**6) | st.booleans() | st.tex
              | st.floats(allow_nan=True, allow_infinity=True) | st.none())
 MODEL = {"d_model": 32, "num_layers": 1, "num_heads": 2, "d_ff": 64, "dropout": 0.0}
 BUDGET = {"name": "smoke", "max_steps": 8, "batch_size": 4, "lr": 1e-3, "weight_decay": 0.01, "warmup_steps": 2,
-          "grad_clip": 1.0, "eval_every": 4, "eval_batches": 2, "num_train": 32, "num_val": 16, "num_test": 16}
+          "grad_clip": 1.0, "eval_every": 4, "eval_batches": 2, "num_train": 32, "num_val": 16, "num_test": 16,
+          "checkpoint_every": None}
 
 
 def is_count(value: object, zero: bool = False) -> bool:
@@ -233,6 +236,7 @@ def invalid_budget_keys(budget: dict) -> set[str]:
         "max_steps": is_count, "batch_size": is_count, "eval_every": is_count,
         "eval_batches": lambda v: v is None or is_count(v), "num_train": lambda v: v is None or is_count(v),
         "num_val": lambda v: v is None or is_count(v), "num_test": lambda v: v is None or is_count(v),
+        "checkpoint_every": lambda v: v is None or is_count(v),
         "warmup_steps": lambda v: is_count(v, zero=True), "lr": lambda v: is_real(v) and v > 0,
         "weight_decay": lambda v: is_real(v) and v >= 0, "grad_clip": lambda v: v is None or (is_real(v) and v > 0),
     }
