@@ -111,7 +111,17 @@ def test_mqar_loader_describes_the_task_and_caches_its_splits(tmp_path):
     info = data.info
     assert (info.family, info.target, info.seq_len) == ("recall", "token", 64)
     assert info.vocab_size == info.num_classes == 257
-    assert data.baseline == pytest.approx(1 / 128)
+    # The baseline is what answering with a random value of the context scores: 1 / pairs.
+    assert data.baseline == pytest.approx(1 / 4)
+    rng = torch.Generator().manual_seed(0)
+    hits = scored = 0
+    for i in range(len(data.test)):
+        ids, labels = data.test[i]["input_ids"], data.test[i]["label"]
+        values = ids[1:8:2]  # k1 v1 ... k4 v4: the values of the context
+        answers = labels[labels != IGNORE]
+        guesses = values[torch.randint(len(values), (len(answers),), generator=rng)]
+        hits, scored = hits + int((guesses == answers).sum()), scored + len(answers)
+    assert abs(hits / scored - data.baseline) < 0.15  # 80 answers: within about 3 standard errors
     assert [len(data.train), len(data.val), len(data.test)] == [40, 10, 20]
     item = data.train[0]
     assert item["input_ids"].dtype == item["label"].dtype == torch.int64

@@ -193,15 +193,40 @@ def test_no_series_is_dropped_with_twelve_methods(tmp_path):
     assert pareto and all(all(f">{m}<" in svg for m in methods) for svg in pareto if "test acc vs" in svg)
 
 
-def test_the_most_run_configuration_is_shown_and_the_others_counted(tmp_path):
-    records = [train("favor", seed=s, test=0.8, options={"num_features": 64}) for s in range(3)]
-    records.append(train("favor", test=0.2, options={"num_features": 16}, state=512))
+def test_a_variant_of_a_method_gets_its_own_named_row_and_joins_the_state_plot(tmp_path):
+    records = [train("favor", seed=s, test=0.8, options={"num_features": 64}, pairs=p, seq_len=n)
+               for s in range(3) for n, p in ((64, 4), (128, 8))]
+    records += [train("favor", seed=s, test=0.2, options={"num_features": 16}, state=512) for s in range(2)]
     page = build(tmp_path, records)
-    cell = row_html(page, "favor")
-    assert "80.0%" in cell and "n=3" in cell and "+1 other config(s), 1 run(s), not shown" in cell
+    usual, variant = row_html(page, "favor"), row_html(page, r"favor \(num_features=16\)")
+    assert "80.0%" in usual and "n=3" in usual and "20.0%" not in usual
+    assert "20.0%" in variant and "n=2" in variant and '<span class="variant"' in variant and "num_features=16" in variant
     state_plot = re.search(r"<svg[^>]*aria-label=\"mqar 64·4 pairs \(hybrid\): test acc vs state size.*?</svg>",
                            page, re.S).group(0)
-    assert state_plot.count("favor: ") == 2  # both state sizes are points of the figure
+    assert state_plot.count("favor: ") == 2  # both state sizes are points of one series
+
+
+def test_the_most_run_configuration_is_shown_and_the_others_counted(tmp_path):
+    # Two configurations in one row and column that differ in something other than a size: the
+    # cell shows the one with more runs and counts the other.
+    records = [train("favor", seed=s, test=0.8) for s in range(3)]
+    other = train("favor", test=0.2)
+    other["config"]["budget"]["warmup_steps"] = 10
+    page = build(tmp_path, records + [other])
+    cell = row_html(page, "favor")
+    assert "80.0%" in cell and "n=3" in cell and "+1 other config(s), 1 run(s), not shown" in cell
+
+
+def test_recall_is_read_against_copying_a_context_value_not_chance(tmp_path):
+    # Records name chance over the vocabulary (1%); answering with any value of the context scores
+    # 1 / pairs = 25% without binding a key, so 26% is not a recall result.
+    records = [train("copier", seed=s, test=t, baseline=0.01) for s, t in enumerate((0.26, 0.25, 0.27))]
+    records += [train("binder", seed=s, test=t, baseline=0.01) for s, t in enumerate((0.97, 0.98, 0.99))]
+    page = build(tmp_path, records)
+    baseline = re.search(r'<tr class="baseline">.*?</tr>', board_table(page), re.S).group(0)
+    assert "25.0%" in baseline and "a value from the context at random (1 / key-value pairs)" in baseline
+    assert 'class="greyed' in row_html(page, "copier") and "≈ baseline" in row_html(page, "copier")
+    assert "greyed" not in row_html(page, "binder")
 
 
 def test_smoke_records_are_not_on_the_board(tmp_path):

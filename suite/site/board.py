@@ -10,6 +10,7 @@ import statistics
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from suite.metrics import BY_NAME
 from suite.records import cell_key, select_lr
@@ -26,7 +27,9 @@ LRA_RULE = (
 CLEAR_RULE = (
     "A cell is clearly above its baseline when mean − 2·SE > baseline, with SE = std / √n over n ≥ 2 "
     "seeds. Any other cell is greyed and marked: n=1 is untested (one seed gives no spread), and a mean "
-    "within 2 SE of the baseline is ≈ baseline."
+    "within 2 SE of the baseline is ≈ baseline. On recall (MQAR) the baseline is 1 / key-value pairs, "
+    "what copying any value of the context scores without binding keys to values, not chance over "
+    "the vocabulary."
 )
 # What a cell's verdict says, beside its mean.
 VERDICTS = {"above": "", "baseline": "≈ baseline", "untested": "n=1: untested", "no baseline": "no baseline"}
@@ -103,9 +106,14 @@ class Cell:
         mean, spread, n = self.mean(), self.spread(), len(self.values())
         return None if spread is None else mean - 2 * spread / math.sqrt(n)
 
+    def baseline(self) -> float | None:
+        """The accuracy the cell is read against: the mean of its runs' board baselines."""
+        values = [b.accuracy for b in map(board_baseline, self.runs) if b is not None]
+        return statistics.fmean(values) if values else None
+
     def verdict(self) -> str:
         """'above' (clearly above the baseline), 'baseline', 'untested' (n < 2) or 'no baseline'."""
-        baseline = self.mean("baseline_accuracy")
+        baseline = self.baseline()
         if baseline is None:
             return "no baseline"
         bound = self.lower_bound()
@@ -173,17 +181,24 @@ def make_cell(runs: list[Run]) -> Cell:
 
 @dataclass
 class Row:
-    """One configuration of a method; its cells by column."""
+    """One configuration of a method; its cells by column. ``variant`` names what sets the row apart
+    from the method's usual configuration on the same model (e.g. ``d_model=32``); empty for that one."""
 
     method: str
     budget: str
     device: str
     dtype: str
+    variant: str = ""
     cells: dict[Column, Cell] = field(default_factory=dict)
 
     @property
     def key(self) -> str:
-        return f"{self.method} | {self.budget} | {self.device} | {self.dtype}"
+        return " | ".join(filter(None, (self.method, self.variant, self.budget, self.device, self.dtype)))
+
+    @property
+    def label(self) -> str:
+        """The method, and its variant when it has one: 'linear', 'linear (d_model=32)'."""
+        return f"{self.method} ({self.variant})" if self.variant else self.method
 
     def task_cells(self, task: str) -> list[Cell]:
         """The row's cells on ``task``, at whatever length and model."""
@@ -204,15 +219,53 @@ def on_board(run: Run) -> bool:
     return run.kind == "train" and run.budget not in TEST_BUDGETS
 
 
+# The sizes that set a method's configuration apart within one model (its width, heads, depth, and
+# every method option): a run that differs from the method's usual value of one of them on that
+# model (the most common one among its runs) is a variant and gets a row of its own.
+VARIANT_SIZES = ("d_model", "num_heads", "num_layers", "d_ff")
+
+
+def _sizes(run: Run) -> dict[str, Any]:
+    config = run.record["config"]
+    model = config.get("model") if isinstance(config.get("model"), Mapping) else {}
+    method = config.get("method") if isinstance(config.get("method"), Mapping) else {}
+    options = method.get("options") if isinstance(method.get("options"), Mapping) else {}
+    return {**{k: model.get(k) for k in VARIANT_SIZES}, **{k: v for k, v in options.items()}}
+
+
+def variants(runs: list[Run]) -> dict[int, str]:
+    """Per run (by ``id``): its variant label among ``runs`` of one method, budget, device and dtype;
+    sizes are compared among runs on the same model."""
+    by_model: dict[str | None, list[Run]] = {}
+    for run in runs:
+        by_model.setdefault(column_of(run).model, []).append(run)
+    labels = {}
+    for group in by_model.values():
+        sizes = [_sizes(r) for r in group]
+        usual = {key: Counter(repr(s.get(key)) for s in sizes).most_common(1)[0][0]
+                 for key in {k for s in sizes for k in s}}
+        for run, own in zip(group, sizes):
+            labels[id(run)] = ", ".join(f"{k}={own.get(k)}" for k in sorted(usual)
+                                        if repr(own.get(k)) != usual[k])
+    return labels
+
+
 def board_rows(runs: list[Run]) -> list[Row]:
-    """Train runs (test budgets left out) grouped into rows, sorted by method, budget, device, dtype."""
-    grouped: dict[tuple[str, str, str, str], dict[Column, list[Run]]] = {}
+    """Train runs (test budgets left out) grouped into rows, sorted by method, variant, budget,
+    device, dtype."""
+    by_method: dict[tuple[str, str, str, str], list[Run]] = {}
     for run in filter(on_board, runs):
-        key = (run.method, run.budget, run.device, run.dtype)
-        grouped.setdefault(key, {}).setdefault(column_of(run), []).append(run)
+        by_method.setdefault((run.method, run.budget, run.device, run.dtype), []).append(run)
+    grouped: dict[tuple[str, str, str, str, str], dict[Column, list[Run]]] = {}
+    for (method, budget, device, dtype), group in by_method.items():
+        labels = variants(group)
+        for run in group:
+            key = (method, labels[id(run)], budget, device, dtype)
+            grouped.setdefault(key, {}).setdefault(column_of(run), []).append(run)
     rows = []
-    for key in sorted(grouped):
-        rows.append(Row(*key, cells={c: make_cell(found) for c, found in grouped[key].items()}))
+    for method, variant, budget, device, dtype in sorted(grouped):
+        cells = {c: make_cell(found) for c, found in grouped[(method, variant, budget, device, dtype)].items()}
+        rows.append(Row(method, budget, device, dtype, variant, cells))
     return rows
 
 
@@ -236,20 +289,29 @@ class Baseline:
     name: str
 
 
+IN_CONTEXT_GUESS = "a value from the context at random (1 / key-value pairs)"
+
+
+def board_baseline(run: Run) -> Baseline | None:
+    """The baseline a run is read against on the board: the one its record names, except on recall,
+    where it is at least 1 / key-value pairs. A model that copies any value of the context scores
+    that without binding a single key to its value (records before this rule name chance, 1 / values)."""
+    recorded = number(run.metrics.get("baseline_accuracy"))
+    name = str(run.metrics.get("baseline_name") or "baseline")
+    pairs = number(run.record["task"].get("num_kv_pairs"))
+    if pairs and pairs >= 1 and (recorded is None or 1.0 / pairs > recorded):
+        return Baseline(1.0 / pairs, IN_CONTEXT_GUESS)
+    return None if recorded is None else Baseline(recorded, name)
+
+
 def column_baselines(rows: list[Row]) -> dict[Column, Baseline]:
-    """Per column: the mean of its runs' baseline accuracy, and the baseline's most common name."""
-    found: dict[Column, list[Run]] = {}
+    """Per column: the mean of its runs' board baselines, and the baseline's most common name."""
+    found: dict[Column, list[Baseline]] = {}
     for row in rows:
         for column, cell in row.cells.items():
-            found.setdefault(column, []).extend(cell.runs)
-    baselines = {}
-    for column, runs in found.items():
-        values = [v for v in (number(r.metrics.get("baseline_accuracy")) for r in runs) if v is not None]
-        names = Counter(str(r.metrics["baseline_name"]) for r in runs if r.metrics.get("baseline_name"))
-        if values:
-            name = names.most_common(1)[0][0] if names else "baseline"
-            baselines[column] = Baseline(statistics.fmean(values), name)
-    return baselines
+            found.setdefault(column, []).extend(b for b in map(board_baseline, cell.runs) if b is not None)
+    return {column: Baseline(statistics.fmean(b.accuracy for b in bs), Counter(b.name for b in bs).most_common(1)[0][0])
+            for column, bs in found.items() if bs}
 
 
 @dataclass(frozen=True)

@@ -169,9 +169,10 @@ def board_figures(rows: list[Row], columns: list[Column]) -> list[Figure]:
     figures: list[Figure] = []
     for (device, budget), group in by_device_and_budget(rows).items():
         where = f"{budget} budget, {device}"
-        figures += recall_figures(group, columns, where, styles)
+        usual = [r for r in group if not r.variant]  # variants (other widths, features) join the state plots
+        figures += recall_figures(usual, columns, where, styles)
         figures += state_figures(group, columns, where, styles)
-        figures += cost_figures(group, columns, where, styles)
+        figures += cost_figures(usual, columns, where, styles)
     return figures
 
 
@@ -210,12 +211,13 @@ def state_figures(rows: list[Row], columns: list[Column], where: str, styles) ->
     figures = []
     for column in (c for c in columns if c.task == MQAR):
         series = []
-        for row in rows:
-            color, shape = styles[row.method]
-            s = Series(row.method, [], color, shape=shape)
-            cell = row.cells.get(column)
-            # Every configuration of the method counts here: one point per state size it was run at.
-            placed = [(c.median("state_bytes"), c) for c in ([cell, *cell.others] if cell else [])]
+        for method in dict.fromkeys(r.method for r in rows):
+            color, shape = styles[method]
+            s = Series(method, [], color, shape=shape)
+            # Every configuration of the method counts here (its variant rows too): one point per
+            # state size it was run at.
+            cells = [r.cells[column] for r in rows if r.method == method and column in r.cells]
+            placed = [(c.median("state_bytes"), c) for cell in cells for c in (cell, *cell.others)]
             for state, c in sorted((p for p in placed if p[0] and p[1].mean() is not None), key=lambda p: p[0]):
                 add_point(s, state, c, column.label)
             if s.points:

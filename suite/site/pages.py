@@ -103,7 +103,7 @@ def board_cell(cell: Cell | None) -> str:
 
 def verdict_title(cell: Cell) -> str:
     """Why a cell is (or is not) clearly above its baseline, in numbers."""
-    verdict, baseline, bound = cell.verdict(), cell.mean("baseline_accuracy"), cell.lower_bound()
+    verdict, baseline, bound = cell.verdict(), cell.baseline(), cell.lower_bound()
     if verdict == "no baseline":
         return "No baseline accuracy recorded: the cell cannot be compared with one."
     if verdict == "untested":
@@ -142,7 +142,9 @@ def baseline_row(columns: list[Column], baselines: Mapping[Column, Baseline], sh
 
 
 def row_head(row: Row) -> str:
-    return (f'<th scope="row" data-value="{h(row.method)}"><span class="method">{h(row.method)}</span>'
+    variant = (f'<span class="variant" title="differs from the method\'s usual configuration on this model">'
+               f'{h(row.variant)}</span>') if row.variant else ""
+    return (f'<th scope="row" data-value="{h(row.label)}"><span class="method">{h(row.method)}</span>{variant}'
             f'<span class="config">{h(row.budget)} · {h(row.device)} · {h(row.dtype)}</span></th>')
 
 

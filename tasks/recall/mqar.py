@@ -14,7 +14,8 @@ Keys come from the lower half of Zoology's vocabulary ``[1, V/2)`` and values fr
 ``[V/2, V)``, distinct within an example. Zoology's blank is id 0; here every id is shifted up by
 one so that 0 stays padding: blank = 1, keys in ``[2, V/2 + 1)``, values in ``[V/2 + 1, V + 1)``,
 and the model's vocabulary has ``V + 1`` ids. The metric is accuracy over answer positions only;
-the baseline is chance, one over the number of possible values.
+the baseline is one over the number of pairs: what a model scores that answers with any value of
+the context, without binding a key to its value (chance over the values, 1 / (V/2), is far lower).
 """
 
 from __future__ import annotations
@@ -104,8 +105,8 @@ def load(config: Mapping, data_dir: Path) -> TaskData:
         num_classes=vocab_size + ID_SHIFT,  # a prediction is a token id
         target="token",
         metric="accuracy",
-        baseline_name="chance (1 / number of values)",
+        baseline_name="a value from the context at random (1 / key-value pairs)",
         extra={"num_kv_pairs": num_kv_pairs, "num_values": num_values, "power_a": float(power_a)},
     )
     return TaskData(info=info, train=TokenTargets(splits["train"]), val=TokenTargets(splits["val"]),
-                    test=TokenTargets(splits["test"]), baseline=1.0 / num_values)
+                    test=TokenTargets(splits["test"]), baseline=1.0 / num_kv_pairs)
