@@ -5,7 +5,7 @@ and linear chunk's FLOP rate as a fraction of a same-run matmul at N >= 4096."""
 
 from __future__ import annotations
 
-from suite.kernel import analysis
+from suite.modes.kernel import analysis
 
 GOAL_LENGTH = 8192
 SLOPE_GOALS = {"linear": 1.1, "favor": 1.1, "taylor": 1.1, "loglinear": 1.25}

@@ -10,8 +10,8 @@ import torch
 
 import methods
 from benchmarks.goals import SHAPE
-from suite.kernel.implementations import method_implementations
-from suite.kernel.sweep import make_inputs
+from suite.modes.kernel.implementations import method_implementations
+from suite.modes.kernel.sweep import make_inputs
 
 DEVICE = torch.device("cuda" if torch.cuda.is_available() else "cpu")
 DTYPE = torch.bfloat16 if DEVICE.type == "cuda" else torch.float32

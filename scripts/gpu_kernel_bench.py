@@ -36,7 +36,7 @@ def load_yaml(path: Path) -> dict | None:
 
 def grids() -> dict:
     """The grids of conf/mode/kernel.yaml; without PyYAML, the paper grid kept in suite/kernel."""
-    from suite.kernel import PAPER_GRID
+    from suite.modes.kernel.job import PAPER_GRID
 
     mode = load_yaml(REPO / "conf" / "mode" / "kernel.yaml")
     return mode["grids"] if mode else {"paper": PAPER_GRID}

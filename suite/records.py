@@ -18,7 +18,6 @@ from pathlib import Path
 from typing import Any
 
 SCHEMA = 1
-KINDS = ("train", "kernel", "fidelity", "decode")
 STATUSES = ("ok", "diverged", "oom", "error", "skipped", "interrupted")
 # Every field of a record and the JSON type it must have.
 FIELD_TYPES: dict[str, type | tuple[type, ...]] = {
@@ -46,6 +45,13 @@ NEUTRAL_VALUES: dict[tuple[str, ...], Any] = {
 HASH_VERSION = 1
 # What the learning-rate protocol varies inside one board cell (see suite.protocol).
 SWEPT_KEYS = (("budget", "lr"), ("seed",))
+
+
+def kinds() -> tuple[str, ...]:
+    """The record kinds: one per mode (suite/modes/)."""
+    from suite import modes  # modes import suite.metrics, not this module; imported late all the same
+
+    return tuple(mode.kind for mode in modes.registry().values())
 
 
 class RecordError(ValueError):
@@ -149,8 +155,8 @@ def new_record(
     """A complete record; ``run_id`` is given when something had to know it before the job (the
     experiment logger names its run after it), else a new one (``new_run_id``).
     The user's home directory is scrubbed from every string, error messages included."""
-    if kind not in KINDS:
-        raise ValueError(f"unknown record kind {kind!r}; valid: {', '.join(KINDS)}")
+    if kind not in kinds():
+        raise ValueError(f"unknown record kind {kind!r}; valid: {', '.join(kinds())}")
     if status not in STATUSES:
         raise ValueError(f"unknown record status {status!r}; valid: {', '.join(STATUSES)}")
     return {
@@ -219,7 +225,7 @@ def read_record(path: str | Path) -> dict:
     for field, expected in FIELD_TYPES.items():
         if not isinstance(record[field], expected):
             raise RecordError(f"{path}: field {field!r} has type {type(record[field]).__name__}")
-    if record["kind"] not in KINDS or record["status"] not in STATUSES:
+    if record["kind"] not in kinds() or record["status"] not in STATUSES:
         raise RecordError(f"{path}: unknown kind {record['kind']!r} or status {record['status']!r}")
     return record
 

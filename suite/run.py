@@ -1,14 +1,13 @@
 """One run from a resolved config to a written record: validate, pick the device, run the mode's
 job, write the record, print the job's summary and where the record went.
 
-A mode is a module with ``job(config, device) -> JobResult`` and ``summary(record) -> str``,
-listed in ``JOBS``; each mode also has ``conf/mode/<name>.yaml``. This module imports no Hydra, so
+A mode is a package under suite/modes/ (see suite.modes) whose job module has ``job(config, device)
+-> JobResult`` and ``summary(record) -> str``; each mode also has ``conf/mode/<name>.yaml``. This module imports no Hydra, so
 a job can run from a plain dict (e.g. on a GPU host without hydra-core).
 """
 
 from __future__ import annotations
 
-import importlib
 import signal
 import sys
 import time
@@ -22,13 +21,12 @@ from pathlib import Path
 import torch
 
 import methods
-from suite import checkpoint, env, logger, records
+from suite import checkpoint, env, logger, modes, records
 from suite.errors import USER_ERRORS, ConfigError
 from suite.hardware import cpu_threads
 
 DEVICES = ("auto", "cpu", "cuda")
 # mode -> module holding its ``job`` and ``summary``; imported on use.
-JOBS = {"train": "suite.train", "decode": "suite.decode", "kernel": "suite.kernel", "fidelity": "suite.fidelity"}
 
 
 @dataclass
@@ -84,9 +82,10 @@ def is_out_of_memory(exc: BaseException) -> bool:
 
 def job_module(mode: str):
     """The module implementing ``mode``; a clear error listing the valid modes otherwise."""
-    if mode not in JOBS:
-        raise ConfigError(f"unknown mode {mode!r}; valid modes: {', '.join(JOBS)}")
-    return importlib.import_module(JOBS[mode])
+    try:
+        return modes.get(mode).job_module()
+    except KeyError as exc:
+        raise ConfigError(exc.args[0]) from None
 
 
 @contextmanager

@@ -25,7 +25,7 @@ from suite import records
 from suite.__main__ import main
 from suite.errors import ConfigError
 from suite.model import check_model_config
-from suite.train import check_budget
+from suite.modes.train.job import check_budget
 
 REPO = Path(__file__).resolve().parent.parent
 FAST = ("task=mqar", "task.vocab_size=128")

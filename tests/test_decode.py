@@ -15,7 +15,8 @@ import torch
 import methods
 from methods.base import MethodError
 from methods.softmax.cache import held
-from suite import decode, records
+from suite import records
+from suite.modes.decode import job as decode
 from suite.errors import ConfigError
 from suite.run import run
 from tests.utils import assert_close

@@ -13,9 +13,10 @@ import pytest
 import torch
 import yaml
 
-from suite import kernel, records
+from suite import records
+from suite.modes.kernel import job as kernel
 from suite.errors import ConfigError
-from suite.kernel import analysis, implementations, measure, sweep
+from suite.modes.kernel import analysis, implementations, measure, sweep
 from suite.run import run
 
 REPO = Path(__file__).resolve().parent.parent
@@ -229,9 +230,9 @@ sys.meta_path.insert(0, Block())
 
 def test_the_kernel_job_runs_without_hydra_wandb_datasets_or_yaml(tmp_path):
     script = BLOCKER + f"""
-import suite.kernel, suite.run, suite.records, suite.env, suite.metrics, methods
+import suite.modes.kernel.job, suite.run, suite.records, suite.env, suite.metrics, methods
 from suite.run import run
-grid = {{**suite.kernel.PAPER_GRID, "lengths": [32], "head_dims": [8], "dtypes": ["float32"], "causal": [True],
+grid = {{**suite.modes.kernel.job.PAPER_GRID, "lengths": [32], "head_dims": [8], "dtypes": ["float32"], "causal": [True],
          "warmup": 1, "repeats": 1, "matmul_size": 64, "cpu_threads": 1}}
 config = {{"mode": {{"name": "kernel", "grids": {{"paper": grid}}}}, "budget": {{"name": "paper"}},
           "method": {{"name": "linear", "impl": "auto", "options": {{}}}}, "device": "cpu", "seed": 0,

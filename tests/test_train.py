@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import pytest
 
-import suite.train
+import suite.modes.train.job
 from suite import records
 from suite.errors import ConfigError
 from suite.run import run
-from suite.train import baseline_verdict, check_budget, summary
+from suite.modes.train.job import baseline_verdict, check_budget, summary
 
 
 def train_record(config: dict) -> dict:
@@ -20,7 +20,7 @@ def train_record(config: dict) -> dict:
 
 def test_target_val_accuracy_stops_at_the_first_eval_that_reaches_it(make_config, monkeypatch):
     # A smoke run learns nothing, so validation is fixed: every check reads 0.5.
-    monkeypatch.setattr(suite.train, "evaluate", lambda *args, **kwargs: 0.5)
+    monkeypatch.setattr(suite.modes.train.job, "evaluate", lambda *args, **kwargs: 0.5)
     config = make_config("method=linear", "task=mqar", "budget.target_val_accuracy=0.5")
     budget = config["budget"]
     assert budget["max_steps"] > budget["eval_every"]  # else there would be nothing to stop early
@@ -30,7 +30,7 @@ def test_target_val_accuracy_stops_at_the_first_eval_that_reaches_it(make_config
 
 
 def test_unreached_target_runs_every_step(make_config, monkeypatch):
-    monkeypatch.setattr(suite.train, "evaluate", lambda *args, **kwargs: 0.5)
+    monkeypatch.setattr(suite.modes.train.job, "evaluate", lambda *args, **kwargs: 0.5)
     config = make_config("method=linear", "task=mqar", "budget.target_val_accuracy=0.75")
     metrics = train_record(config)["metrics"]
     assert metrics["stopped_early"] is False and metrics["steps"] == config["budget"]["max_steps"]

@@ -12,12 +12,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from suite.metrics import BY_NAME
+from suite.metrics import declared
 from suite.records import cell_key, select_lr
 from suite.site.runs import Run, number
 from tasks.lra import reference
 
-ACCURACY = BY_NAME["test_accuracy"]
+ACCURACY = declared("train")["test_accuracy"]
 TEST_BUDGETS = ("smoke",)  # budgets of test runs: they check that the code runs, not what it learns
 LRA_TASKS = reference.TASKS[:5]  # Path-X is excluded from LRA's average
 LRA_RULE = (

@@ -12,7 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from string import Template
 
-from suite.metrics import TRAIN_METRICS
+from suite import modes
+from suite.metrics import declared as declared_metrics
 from suite.site import pages
 from suite.site.board import board_columns, board_rows, reference_rows
 from suite.site.figures import board_figures, fidelity_figures, fidelity_headline, pareto_figures, sweep_figures
@@ -56,8 +57,8 @@ def build_site(results_dir: str | Path, out_dir: str | Path, site_dir: Path = SI
 
     rows = board_rows(runs)
     columns = board_columns(rows)
-    figures = (pareto_figures(rows, columns) + sweep_figures(runs, "kernel", "N (sequence length)")
-               + fidelity_figures(runs) + sweep_figures(runs, "decode", "context length"))
+    figures = [f for mode in modes.registry().values() if mode.section
+               for f in mode_figures(mode, runs, rows, columns)]
     board = pages.board_page(rows, columns, reference_rows(), problems, figures=board_figures(rows, columns),
                              fidelity=fidelity_headline(runs), left_off=left_off_notes(site_dir))
     write("index.html", "Leaderboard", board)
@@ -70,6 +71,18 @@ def build_site(results_dir: str | Path, out_dir: str | Path, site_dir: Path = SI
     (out_dir / "records.csv").write_text(records_csv(runs))
     (out_dir / MARKER).write_text("built by python -m suite.site; rebuilt whole on each build\n")
     return BuildReport(out_dir, len(runs), problems)
+
+
+def mode_figures(mode: modes.Mode, runs: list[Run], rows: list, columns: list) -> list:
+    """The figures of a mode's section of the plots page, in the style its declaration names."""
+    style = mode.section.figures
+    if style == "pareto":
+        return pareto_figures(rows, columns)
+    if style == "sweep":
+        return sweep_figures(runs, mode.kind, mode.section.x_label)
+    if style == "fidelity":
+        return fidelity_figures(runs)
+    raise SiteError(f"mode {mode.name}: unknown figure style {style!r}; valid: {', '.join(modes.FIGURE_STYLES)}")
 
 
 def left_off_notes(site_dir: Path) -> list[dict]:
@@ -108,7 +121,7 @@ def copy_record(run: Run, results_dir: Path, out_dir: Path) -> None:
 
 def records_csv(runs: list[Run]) -> str:
     """One row per run: identity columns, then every scalar metric (declared train metrics first)."""
-    declared = [m.name for m in TRAIN_METRICS]
+    declared = list(declared_metrics("train"))
     scalars = {k for r in runs for k, v in r.metrics.items() if isinstance(v, (str, int, float, bool))}
     metric_columns = [n for n in declared if n in scalars] + sorted(scalars - set(declared))
     buffer = io.StringIO()

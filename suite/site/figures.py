@@ -19,7 +19,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from suite.metrics import BY_NAME, Metric, format_bytes, format_value
+from suite.metrics import Metric, declared, format_bytes, format_value
 from suite.site.board import ACCURACY, VERDICTS, Cell, Column, Row, format_lr
 from suite.site.runs import Run, declared_metrics, metric_for, number
 from suite.site.svg import PALETTE, SHAPES, Axis, Marker, Series, color_of, pareto_front, plot, shape_of
@@ -47,7 +47,7 @@ DASHES = ("", "7 3", "2 3", "9 3 2 3")  # per implementation of one method (one 
 class Figure:
     """One plot of the site: where it goes, its SVG, and a caption saying what it shows."""
 
-    section: str  # "board", "pareto", "kernel", "fidelity", "decode"
+    section: str  # "board", or the kind of the records it draws (a mode's section of the plots page)
     title: str
     svg: str
     caption: str = ""
@@ -122,7 +122,7 @@ def pareto_figures(rows: list[Row], columns: list[Column]) -> list[Figure]:
     figures = []
     for column in columns:
         for (device, budget), group in by_device_and_budget(rows).items():
-            for x_metric in (BY_NAME["train_tokens_per_s"], BY_NAME["peak_memory_bytes"]):
+            for x_metric in (declared("train")["train_tokens_per_s"], declared("train")["peak_memory_bytes"]):
                 figure = _pareto_figure(group, column, f"{budget} budget, {device}", x_metric, styles)
                 if figure:
                     figures.append(figure)
@@ -157,7 +157,7 @@ def _pareto_figure(rows: list[Row], column: Column, where: str, x_metric: Metric
     title = f"{column.label}, {where}: {ACCURACY.label} vs {x_metric.label}"
     svg = plot(title, metric_axis(x_metric, log=True), metric_axis(ACCURACY, log=False),
                series, frontier=[(placed[i][1], placed[i][2]) for i in front])
-    return Figure("pareto", title, svg, caption + crowding_note(series))
+    return Figure("train", title, svg, caption + crowding_note(series))
 
 
 # -- the board's figures: MQAR recall, accuracy against state size, accuracy against cost ------------
@@ -263,7 +263,7 @@ def cost_figures(rows: list[Row], columns: list[Column], where: str, styles) -> 
                    f"proportional to peak memory ({sizes}). Bars: ± one standard deviation over seeds. {HOLLOW}")
         if len(group) > 1:
             caption += " Each method has one point per MQAR board point (hover a point for which)."
-        svg = plot(title, metric_axis(BY_NAME["train_tokens_per_s"], log=True), metric_axis(ACCURACY, log=False),
+        svg = plot(title, metric_axis(declared("train")["train_tokens_per_s"], log=True), metric_axis(ACCURACY, log=False),
                    list(series.values()))
         figures.append(Figure("board", title, svg, caption + crowding_note(list(series.values()))))
     return figures

@@ -10,19 +10,14 @@ from string import Template
 from typing import Any
 from urllib.parse import quote
 
-from suite.metrics import BY_NAME, TRAIN_METRICS, Metric, format_value
+from suite import modes
+from suite.metrics import Metric, declared, format_value
 from suite.site.board import (ACCURACY, CLEAR_RULE, LRA_RULE, LRA_TASKS, TEST_BUDGETS, VERDICTS, Baseline, Cell,
                               Column, ReferenceRow, Row, column_baselines, format_lr)
 from suite.site.figures import FIDELITY_FEATURES, Figure, FidelityHeadline
 from suite.site.runs import Run, declared_metrics, number, reproduce_command
 from tasks.lra import reference
 
-SECTIONS = (
-    ("pareto", "Accuracy against cost (Pareto)", "train"),
-    ("kernel", "Kernel: time and memory against N", "kernel"),
-    ("fidelity", "Fidelity to softmax: denominator first", "fidelity"),
-    ("decode", "Decoding: latency and state memory against context", "decode"),
-)
 FILTERS = ("device", "budget", "dtype")
 
 
@@ -204,7 +199,7 @@ def board_page(rows: list[Row], columns: list[Column], references: list[Referenc
 
 def cost_section(rows: list[Row], columns: list[Column]) -> str:
     """Train throughput and peak memory per cell (and recurrent state bytes on recall tasks)."""
-    speed, memory, state = BY_NAME["train_tokens_per_s"], BY_NAME["peak_memory_bytes"], BY_NAME["state_bytes"]
+    speed, memory, state = declared("train")["train_tokens_per_s"], declared("train")["peak_memory_bytes"], declared("train")["state_bytes"]
     head = [header_cell("method", "text")] + [column_header(c, speed.label) for c in columns]
     body = []
     for row in rows:
@@ -362,9 +357,12 @@ def skipped_note(problems: list[str]) -> str:
 # -- plots ------------------------------------------------------------------------------------------
 
 def plots_page(figures: list[Figure], runs: list[Run]) -> str:
+    """One section per mode that has one (suite/modes/), its figures in it."""
     kinds = {r.kind for r in runs}
-    parts = ['<nav class="toc">' + "".join(f'<a href="#{key}">{h(title)}</a>' for key, title, _ in SECTIONS) + "</nav>"]
-    for key, title, kind in SECTIONS:
+    sections = [(m.kind, m.section.title) for m in modes.registry().values() if m.section]
+    parts = ['<nav class="toc">' + "".join(f'<a href="#{key}">{h(title)}</a>' for key, title in sections) + "</nav>"]
+    for key, title in sections:
+        kind = key
         parts.append(f'<section id="{key}"><h2>{h(title)}</h2>')
         shown = [f for f in figures if f.section == key]
         if not shown:
@@ -399,14 +397,15 @@ def runs_page(runs: list[Run]) -> str:
     """Every record in one sortable table, with the train metrics as declared."""
     head = "".join(header_cell(c, "text") for c in ("run", "kind", "method", "impl", "task", "budget",
                                                     "device", "dtype", "seed", "status"))
-    head += "".join(header_cell(m.label + direction(m), title=f"{m.name} ({m.unit})") for m in TRAIN_METRICS)
+    train_metrics = declared("train").values()
+    head += "".join(header_cell(m.label + direction(m), title=f"{m.name} ({m.unit})") for m in train_metrics)
     rows = []
     for run in runs:
         cells = [f'<td data-value="{h(run.run_id)}"><a href="{href(run.page)}">{h(run.run_id)}</a></td>']
         cells += [f"<td>{h(v)}</td>" for v in (run.kind, run.method, run.impl, run.task, run.budget,
                                                run.device, run.dtype, run.seed)]
         cells.append(f'<td class="status status-{h(run.status)}">{h(run.status)}</td>')
-        for m in TRAIN_METRICS:
+        for m in train_metrics:
             v = number(run.metrics.get(m.name)) if run.kind == "train" else None
             cells.append(f'<td data-value="{"" if v is None else v}">{h(format_value(m, v))}</td>')
         rows.append(f'<tr data-device="{h(run.device)}" data-budget="{h(run.budget)}" '

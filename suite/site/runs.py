@@ -109,14 +109,8 @@ def number(value: Any) -> float | None:
 
 
 def declared_metrics(kind: str | None = None) -> dict[str, declared.Metric]:
-    """The metrics suite.metrics declares for records of ``kind`` (its ``<KIND>_METRICS`` tuple),
-    or for every kind (TRAIN_METRICS, KERNEL_METRICS, ...), by name, in declaration order."""
-    wanted = f"{kind.upper()}_METRICS" if kind else None
-    found: dict[str, declared.Metric] = {}
-    for name, value in vars(declared).items():
-        if name.endswith("_METRICS") and isinstance(value, tuple) and wanted in (None, name):
-            found.update({m.name: m for m in value if isinstance(m, declared.Metric)})
-    return found
+    """The metrics the modes declare for records of ``kind``, or for every kind, by name."""
+    return declared.declared(kind)
 
 
 def metric_for(name: str) -> declared.Metric:

@@ -26,7 +26,8 @@ import methods
 from methods.base import AttentionMethod, MethodError
 from suite.errors import ConfigError
 from suite.hardware import cpu_threads, synchronize
-from suite.metrics import DECODE_CROSSOVER_METRICS, DECODE_METRICS, format_value
+from suite.metrics import format_value
+from suite.modes.decode import CROSSOVER_METRICS, POINT_METRICS
 from suite.run import JobResult, Outcome, is_out_of_memory
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
@@ -156,7 +157,7 @@ def point_line(label: str, point: Mapping) -> str:
     where = f"{label} batch {point['batch_size']} context {point['context_length']:,}"
     if point["status"] != "ok":
         return f"{where}: {point['status']} ({point['error']})"
-    metrics = {m.name: m for m in DECODE_METRICS}
+    metrics = {m.name: m for m in POINT_METRICS}
     shown = ("decode_latency_median_s", "state_bytes", "prefill_s")
     return f"{where}: " + ", ".join(f"{metrics[n].label} {format_value(metrics[n], point[n])}" for n in shown)
 
@@ -277,8 +278,8 @@ def summary(record: Mapping) -> str:
             f"{task['head_dim']}, {task['dtype']}; {record['config']['budget']['name']} budget, "
             f"{record['env']['device']}): {record['status']}")
     reference = m.get("reference")
-    columns = [metric for metric in DECODE_METRICS if any(metric.name in p for p in m["points"])]
-    compared = [metric for metric in DECODE_METRICS if metric.name in ("decode_latency_median_s", "state_bytes")]
+    columns = [metric for metric in POINT_METRICS if any(metric.name in p for p in m["points"])]
+    compared = [metric for metric in POINT_METRICS if metric.name in ("decode_latency_median_s", "state_bytes")]
     rows = [[c.label for c in columns] + ([f"{reference['method']} {c.label}" for c in compared] if reference else [])]
     theirs = {(p["batch_size"], p["context_length"]): p for p in (reference or {}).get("points", [])}
     for point in m["points"]:
@@ -292,7 +293,7 @@ def summary(record: Mapping) -> str:
     for entry in m.get("crossovers", []):
         lines.append(f"batch {entry['batch_size']} against {reference['method']}: " + "; ".join(
             f"{metric.label} {format_value(metric, entry[metric.name]) if entry[metric.name] else 'none in this grid'}"
-            for metric in DECODE_CROSSOVER_METRICS))
+            for metric in CROSSOVER_METRICS))
     if record["error"]:
         lines.append(f"error: {record['error']}")
     return "\n".join(lines)

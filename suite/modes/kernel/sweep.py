@@ -17,8 +17,8 @@ import torch
 
 import methods
 from methods.base import MethodError
-from suite.kernel import analysis, measure
-from suite.kernel.implementations import (
+from suite.modes.kernel import analysis, measure
+from suite.modes.kernel.implementations import (
     SDPA, Implementation, method_implementations, peer_implementations, sdpa_backend,
 )
 from suite.metrics import format_bytes, format_seconds

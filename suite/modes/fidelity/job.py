@@ -14,17 +14,17 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Mapping
-from pathlib import Path
 
 import torch
 from tqdm.auto import tqdm
 
 import methods
-from suite import fidelity_capture, fidelity_plots, records
+from suite.modes.fidelity import capture as fidelity_capture
 from suite.errors import ConfigError
-from suite.fidelity_cost import CostModel, exact_flops, exact_memory_bytes
-from suite.fidelity_measure import ERROR_NAMES, loglog_slope, method_weights, query_errors, scores, summarize
-from suite.metrics import FIDELITY_METRICS, format_value
+from suite.modes.fidelity.cost import CostModel, exact_flops, exact_memory_bytes
+from suite.modes.fidelity.measure import ERROR_NAMES, loglog_slope, method_weights, query_errors, scores, summarize
+from suite.metrics import format_value
+from suite.modes.fidelity import POINT_METRICS
 from suite.run import JobResult, Outcome
 
 REFERENCE = "softmax"  # the exact method: measured too, its errors are float32 rounding
@@ -244,16 +244,7 @@ def job(config: Mapping, device: torch.device) -> JobResult:
             "capture_model": capture}
     metrics = {"points": points, "denominator_error_slopes": slopes(points), "skipped": skipped,
                "causal": False, "note": METHOD_NOTES.get(method["name"])}
-    metrics["plots"] = fidelity_plots.write_plots(metrics, *plot_folder(config, task, device), method["name"])
     return JobResult(kind="fidelity", outcome=Outcome(metrics=metrics), task=task)
-
-
-def plot_folder(config: Mapping, task: Mapping, device: torch.device) -> tuple[Path, str]:
-    """Where the record will go, and the plots' name stem: the run's config hash, which the record's
-    run id carries (the run id itself is drawn after the job, when the record is made)."""
-    layout = {"kind": "fidelity", "task": task, "method": config["method"], "run_id": "_"}
-    folder = records.record_path(layout, Path(config["results_dir"]).expanduser()).parent
-    return folder, records.config_hash(config, device.type)[:8]
 
 
 # -- the summary ------------------------------------------------------------------------------------
@@ -278,13 +269,12 @@ def summary(record: Mapping) -> str:
         lines.append(f"skipped {skip['source']} at N={skip['seq_len']}: {skip['reason']}")
     if m.get("note"):
         lines.append(m["note"])
-    lines += [f"plot: {name}" for name in m.get("plots", [])]
     return "\n".join(lines)
 
 
 def table(points: list[dict]) -> list[str]:
-    """One row per point, its columns in FIDELITY_METRICS order (the denominator first)."""
-    errors = [metric for metric in FIDELITY_METRICS if metric.name in ERROR_NAMES]
+    """One row per point, its columns in POINT_METRICS order (the denominator first)."""
+    errors = [metric for metric in POINT_METRICS if metric.name in ERROR_NAMES]
     header = ["source", "N", "d_phi", "score std"] + [metric.label for metric in errors] + ["FLOPs vs exact", "flags"]
     rows = []
     for p in points:

@@ -21,7 +21,8 @@ from suite import checkpoint, logger, records
 from suite.data import capped, collate, real_tokens
 from suite.errors import ConfigError
 from suite.hardware import reset_peak_rss, synchronize
-from suite.metrics import TRAIN_METRICS, format_value
+from suite.metrics import format_value
+from suite.modes.train import RECORD_METRICS
 from suite.model import build_model, check_model_config, token_loss
 from suite.run import JobResult, Outcome, is_out_of_memory
 from tasks.base import TaskData
@@ -306,7 +307,7 @@ def recurrent_state_bytes(model: torch.nn.Module, seq_len: int) -> int:
     """Bytes of the decoding state each attention layer holds after a full-length prompt of one
     sequence, summed over layers, as the method itself builds it (``prefill_state``): the
     recurrent state size against which Zoology and Based plot recall (softmax: its KV cache)."""
-    from suite.decode import state_bytes
+    from suite.modes.decode.job import state_bytes
     from suite.model import MultiHeadAttention
 
     total = 0
@@ -348,7 +349,7 @@ def summary(record: Mapping) -> str:
     head = (f"{record['method']['name']} on {record['task']['name']} "
             f"({record['config']['budget']['name']} budget, {record['env']['device']}): {record['status']}")
     rows = []
-    for metric in TRAIN_METRICS:
+    for metric in RECORD_METRICS:
         value = format_value(metric, m.get(metric.name))
         if metric.name == "baseline_accuracy":
             value += f" ({m.get('baseline_name', 'baseline')})"

@@ -1,6 +1,6 @@
 """q, k, v as the attention layers of a trained softmax model see them on a real task.
 
-The model is trained once by suite.train's own loop on the run's task (the mode's ``capture``
+The model is trained once by the train mode's own loop on the run's task (the mode's ``capture``
 overrides written over the task and budget), cached under ``<data_dir>/fidelity/`` keyed by what
 defines it, and reloaded with ``torch.load(weights_only=True)`` by later runs.
 """
@@ -15,7 +15,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from suite import train
+from suite.modes.train import job as train
 from suite.errors import ConfigError
 from suite.records import write_atomically
 from suite.model import Decoder, MultiHeadAttention, build_model, check_model_config

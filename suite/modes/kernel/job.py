@@ -15,10 +15,10 @@ import torch
 
 from suite.errors import ConfigError
 from suite.hardware import cpu_threads
-from suite.kernel import report
-from suite.kernel.implementations import PEERS
-from suite.kernel.measure import high_water_mark_usable
-from suite.kernel.sweep import DTYPES, run_sweep
+from suite.modes.kernel import report
+from suite.modes.kernel.implementations import PEERS
+from suite.modes.kernel.measure import high_water_mark_usable
+from suite.modes.kernel.sweep import DTYPES, run_sweep
 from suite.run import JobResult, Outcome
 
 TASK_NAME = "attention_op"

@@ -5,9 +5,10 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 
-from suite.kernel import analysis
-from suite.kernel.implementations import SDPA
-from suite.metrics import KERNEL_METRICS, Metric, format_seconds, format_value
+from suite.modes.kernel import analysis
+from suite.modes.kernel.implementations import SDPA
+from suite.metrics import Metric, format_seconds, format_value
+from suite.modes.kernel import SERIES_METRICS
 
 SHAPE_KEY = ("causal", "dtype", "head_dim", "value_dim", "batch", "heads")
 SERIES_KEY = ("impl", "source", *SHAPE_KEY)
@@ -98,14 +99,14 @@ def cell(metric: Metric, row: Mapping) -> str:
 
 def table(rows: Sequence[Mapping]) -> str:
     """The summary rows as a fixed-width text table, one line per series."""
-    header = ["impl", "mask", "dtype", "D", *(m.label for m in KERNEL_METRICS)]
+    header = ["impl", "mask", "dtype", "D", *(m.label for m in SERIES_METRICS)]
     lines = []
     for row in rows:
         ident = [row["impl"], "causal" if row["causal"] else "full", row["dtype"], str(row["head_dim"])]
         if "longest_length" not in row:
             lines.append(ident + [f"({', '.join(row['statuses'])}: {row.get('reason') or ''})"])
             continue
-        lines.append(ident + [cell(m, row) for m in KERNEL_METRICS])
+        lines.append(ident + [cell(m, row) for m in SERIES_METRICS])
     # A skipped series has its four identifying cells, then the reason in one free-running cell.
     widths = [max(len(header[i]), *(len(line[i]) for line in lines if i < 4 or len(line) == len(header)))
               for i in range(len(header))]
