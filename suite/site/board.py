@@ -15,11 +15,11 @@ from typing import Any
 from suite.metrics import declared
 from suite.records import cell_key, select_lr
 from suite.site.runs import Run, number
-from tasks.lra import reference
+from suite.site import reference
 
 ACCURACY = declared("train")["test_accuracy"]
 TEST_BUDGETS = ("smoke",)  # budgets of test runs: they check that the code runs, not what it learns
-LRA_TASKS = reference.TASKS[:5]  # Path-X is excluded from LRA's average
+LRA_TASKS = reference.AVERAGE_OVER  # Path-X is excluded from LRA's average
 LRA_RULE = (
     "LRA avg: the mean of the five LRA task means (" + ", ".join(LRA_TASKS) + "), Path-X excluded, "
     "as in Tay et al. 2021; shown only when a row has all five."

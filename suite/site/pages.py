@@ -16,7 +16,7 @@ from suite.site.board import (ACCURACY, CLEAR_RULE, LRA_RULE, LRA_TASKS, TEST_BU
                               Column, ReferenceRow, Row, column_baselines, format_lr)
 from suite.site.figures import FIDELITY_FEATURES, Figure, FidelityHeadline
 from suite.site.runs import Run, declared_metrics, number, reproduce_command
-from tasks.lra import reference
+from suite.site import reference
 
 FILTERS = ("device", "budget", "dtype")
 
