@@ -5,6 +5,7 @@ and linear chunk's FLOP rate as a fraction of a same-run matmul at N >= 4096."""
 
 from __future__ import annotations
 
+from suite import scaling
 from suite.modes.kernel import analysis
 
 GOAL_LENGTH = 8192
@@ -20,7 +21,7 @@ def goal_lines(medians: dict[tuple, float]) -> list[str]:
         lines.append(f"SDPA softmax / linear chunk at N={GOAL_LENGTH}: {sdpa / linear:.1f}x (goal >= 10x)")
     for method, goal in SLOPE_GOALS.items():
         points = sorted((n, t) for (m, impl, n), t in _timed(medians) if m == method and impl == "chunk")
-        slope = analysis.slope_between([n for n, _ in points], [t for _, t in points], 2048, 8192)
+        slope = scaling.slope_between([n for n, _ in points], [t for _, t in points], 2048, 8192)
         if slope is not None:
             lines.append(f"{method} chunk slope 2K..8K: {slope:.2f} (goal <= {goal})")
     loglinear = medians.get(("loglinear", "chunk", GOAL_LENGTH))

@@ -1,5 +1,5 @@
-"""What the jobs share about the machine they time: waiting for the GPU, the CPU thread count, and
-the process's peak resident memory. No Hydra, wandb or datasets here (the GPU scripts import it)."""
+"""What the jobs share about the machine they time: the dtypes they name, waiting for the GPU, the
+CPU thread count, and the run's peak memory. No Hydra, wandb or datasets here (the GPU scripts import it)."""
 
 from __future__ import annotations
 
@@ -7,10 +7,14 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+import resource
+
 import torch
 
 from suite.errors import ConfigError
 
+# The dtypes a config may name (mode grids), by name.
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 CLEAR_REFS = Path("/proc/self/clear_refs")
 RESET_PEAK_RSS = "5"  # clear_refs: reset the peak resident set size (Linux >= 4.0)
 
@@ -45,3 +49,12 @@ def reset_peak_rss() -> bool:
     except OSError:
         return False
     return True
+
+
+def run_peak_memory(device: torch.device) -> tuple[int, str]:
+    """The run's peak memory so far in bytes, and where it was read: the CUDA allocator, or the
+    process's peak RSS (a call's own peak, above what was live before it: kernel mode's measure)."""
+    if device.type == "cuda":
+        return torch.cuda.max_memory_allocated(device), "cuda_allocator"
+    # ru_maxrss is in KiB on Linux: the whole process's high-water mark, data loading included.
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024, "process_peak_rss"

@@ -13,7 +13,7 @@ import pytest
 import torch
 import yaml
 
-from suite import records
+from suite import records, scaling
 from suite.modes.kernel import job as kernel
 from suite.errors import ConfigError
 from suite.modes.kernel import analysis, implementations, measure, sweep
@@ -141,13 +141,13 @@ def test_peers_sdpa_is_the_reference_and_softmax_does_not_list_it_twice():
 def test_loglog_slope_recovers_power_laws():
     lengths = [1024, 2048, 4096, 8192]
     for power in (1.0, 1.5, 2.0):
-        assert analysis.loglog_slope(lengths, [3e-6 * n**power for n in lengths]) == pytest.approx(power)
+        assert scaling.loglog_slope(lengths, [3e-6 * n**power for n in lengths]) == pytest.approx(power)
     # Only the lengths inside the range: quadratic below 2K, linear from 2K to 8K.
     times = [1.0, 4.0, 8.0, 16.0, 32.0]
-    assert analysis.slope_between([512, 1024, 2048, 4096, 8192], times, 2048, 8192) == pytest.approx(1.0)
-    assert analysis.slope_between([512, 1024], [1.0, 4.0], 2048, 8192) is None
+    assert scaling.slope_between([512, 1024, 2048, 4096, 8192], times, 2048, 8192) == pytest.approx(1.0)
+    assert scaling.slope_between([512, 1024], [1.0, 4.0], 2048, 8192) is None
     # Not both ends of the range: no slope "from 2K to 8K" of a series that stopped at 4K.
-    assert analysis.slope_between([2048, 4096], [1.0, 2.0], 2048, 8192) is None
+    assert scaling.slope_between([2048, 4096], [1.0, 2.0], 2048, 8192) is None
 
 
 def test_crossover_is_interpolated_in_log_space():
@@ -156,14 +156,14 @@ def test_crossover_is_interpolated_in_log_space():
     # Ratio 4 at 1024, 2 at 2048, 1/2 at 4096: log ratio falls linearly, crossing 0 at 2048 * sqrt(2)... in
     # log2 units: 1 at 2048 and -1 at 4096, so the crossover is the geometric mean of the two.
     times = [4.0, 8.0, 8.0, 16.0]
-    cross = analysis.crossover(lengths, times, reference)
+    cross = scaling.crossover(lengths, times, reference)
     assert cross["where"] == "within_grid" and cross["length"] == pytest.approx(math.sqrt(2048 * 4096))
-    assert analysis.crossover(lengths, [0.5, 1, 2, 4], reference) == {"length": 1024.0, "where": "below_grid"}
-    assert analysis.crossover(lengths, [2, 8, 32, 128], reference)["where"] == "beyond_grid"
+    assert scaling.crossover(lengths, [0.5, 1, 2, 4], reference) == {"length": 1024.0, "where": "below_grid"}
+    assert scaling.crossover(lengths, [2, 8, 32, 128], reference)["where"] == "beyond_grid"
     # Faster at first, slower, then faster for good: the crossing that lasts counts.
-    dips = analysis.crossover(lengths, [0.5, 8.0, 8.0, 16.0], reference)
+    dips = scaling.crossover(lengths, [0.5, 8.0, 8.0, 16.0], reference)
     assert dips["where"] == "within_grid" and 2048 < dips["length"] < 4096
-    assert analysis.crossover([], [], [])["where"] == "no_common_lengths"
+    assert scaling.crossover([], [], [])["where"] == "no_common_lengths"
 
 
 def test_flop_model_is_positive_and_grows_as_documented():
@@ -190,7 +190,7 @@ def test_flop_model_is_positive_and_grows_as_documented():
 
 def test_cpu_peak_memory_sees_a_large_allocation():
     size = 64 * 2**20
-    memory, source = measure.peak_memory(lambda: torch.ones(size // 4).add_(1), torch.device("cpu"))
+    memory, source = measure.call_peak_memory(lambda: torch.ones(size // 4).add_(1), torch.device("cpu"))
     assert source.startswith("process_rss")
     assert 0.9 * size <= memory <= 3 * size
 

@@ -25,12 +25,12 @@ from tqdm.auto import tqdm
 import methods
 from methods.base import AttentionMethod, MethodError
 from suite.errors import ConfigError
-from suite.hardware import cpu_threads, synchronize
+from suite.hardware import DTYPES, cpu_threads, synchronize
+from suite.scaling import better_from
 from suite.metrics import format_value
 from suite.modes.decode import CROSSOVER_METRICS, POINT_METRICS
 from suite.run import JobResult, Outcome, is_out_of_memory
 
-DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
 
 @dataclass(frozen=True)
@@ -196,12 +196,9 @@ def crossover(points: list[dict], reference: list[dict], batch: int, key: str) -
     ``key`` is below the reference's, at ``batch``; None when the longest context is not."""
     ours = {p["context_length"]: p for p in points if p["batch_size"] == batch}
     theirs = {p["context_length"]: p for p in reference if p["batch_size"] == batch}
-    found = None
-    for context in sorted(ours, reverse=True):
-        if not beats(ours[context], theirs.get(context), key):
-            break
-        found = context
-    return found
+    contexts = sorted(ours)
+    start = better_from([beats(ours[c], theirs.get(c), key) for c in contexts])
+    return None if start is None else contexts[start]
 
 
 def crossovers(points: list[dict], reference: list[dict]) -> list[dict]:

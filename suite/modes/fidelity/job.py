@@ -22,7 +22,8 @@ import methods
 from suite.modes.fidelity import capture as fidelity_capture
 from suite.errors import ConfigError
 from suite.modes.fidelity.cost import CostModel, exact_flops, exact_memory_bytes
-from suite.modes.fidelity.measure import ERROR_NAMES, loglog_slope, method_weights, query_errors, scores, summarize
+from suite.modes.fidelity.measure import ERROR_NAMES, method_weights, query_errors, scores, summarize
+from suite.scaling import loglog_slope
 from suite.metrics import format_value
 from suite.modes.fidelity import POINT_METRICS
 from suite.run import JobResult, Outcome

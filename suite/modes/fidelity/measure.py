@@ -146,14 +146,3 @@ def summarize(values: torch.Tensor) -> dict[str, float] | None:
         "p95": float(torch.quantile(values, 0.95)),
         "max": float(values.max()),
     }
-
-
-def loglog_slope(x: list[float], y: list[float]) -> float | None:
-    """Least-squares slope of log y against log x; None with fewer than two positive points."""
-    points = [(math.log(a), math.log(b)) for a, b in zip(x, y) if a > 0 and b is not None and b > 0]
-    if len(points) < 2:
-        return None
-    mx = sum(a for a, _ in points) / len(points)
-    my = sum(b for _, b in points) / len(points)
-    var = sum((a - mx) ** 2 for a, _ in points)
-    return None if var == 0 else sum((a - mx) * (b - my) for a, b in points) / var

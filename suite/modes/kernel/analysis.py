@@ -1,4 +1,4 @@
-"""Figures derived from measured kernel points: a FLOP model per method, scaling slopes, crossovers.
+"""The FLOP model of the kernel benchmark (slopes and crossovers: suite.scaling).
 
 FLOP model (forward, per batch element and head; F = feature size, E = value dim, L = Fenwick levels):
 
@@ -19,7 +19,6 @@ two matmuls of the same size).
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
 
 FEATURE_METHODS = ("linear", "favor", "taylor")
 FLOP_MODELS = ("softmax", *FEATURE_METHODS, "loglinear")
@@ -53,51 +52,3 @@ def forward_flops(
         passes = 1 if causal else 2
         per_head = passes * 2.0 * n * f * (value_dim + 1) * levels + 2.0 * n * f + 2.0 * n * head_dim * LEVEL_WEIGHTS
     return per_head * batch * heads
-
-
-def loglog_slope(lengths: Sequence[float], times: Sequence[float]) -> float | None:
-    """Least-squares slope of log(time) against log(length); None with fewer than two lengths."""
-    if len(lengths) != len(times):
-        raise ValueError(f"{len(lengths)} lengths but {len(times)} times")
-    if len(set(lengths)) < 2:
-        return None
-    xs = [math.log(n) for n in lengths]
-    ys = [math.log(t) for t in times]
-    mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
-    covariance = sum((x - mx) * (y - my) for x, y in zip(xs, ys))
-    variance = sum((x - mx) ** 2 for x in xs)
-    return covariance / variance
-
-
-def slope_between(lengths: Sequence[int], times: Sequence[float], low: int, high: int) -> float | None:
-    """The log-log slope over the lengths in [low, high] only; None unless both ends were measured."""
-    if low not in lengths or high not in lengths:
-        return None
-    kept = [(n, t) for n, t in zip(lengths, times) if low <= n <= high]
-    return loglog_slope([n for n, _ in kept], [t for _, t in kept])
-
-
-def crossover(lengths: Sequence[int], times: Sequence[float], reference: Sequence[float]) -> dict:
-    """Where an implementation becomes faster than the reference for good, on common lengths.
-
-    Returns ``{"length": float | None, "where": ...}``: ``within_grid`` with the length
-    interpolated in log space between the last two grid points that bracket the change (ratio of
-    times crossing 1); ``below_grid`` when already faster at the shortest length (``length`` is that
-    length: the crossover is at most it); ``beyond_grid`` when not faster at the longest length
-    (``length`` None); ``no_common_lengths`` when the two were never both measured.
-    """
-    if not lengths:
-        return {"length": None, "where": "no_common_lengths"}
-    ratios = [t / r for t, r in zip(times, reference)]
-    if ratios[-1] >= 1.0:
-        return {"length": None, "where": "beyond_grid", "checked_up_to": lengths[-1]}
-    # The last point at which it was not faster; faster at every longer length.
-    slower = [i for i, ratio in enumerate(ratios) if ratio >= 1.0]
-    if not slower:
-        return {"length": float(lengths[0]), "where": "below_grid"}
-    i = slower[-1]
-    x0, x1 = math.log(lengths[i]), math.log(lengths[i + 1])
-    y0, y1 = math.log(ratios[i]), math.log(ratios[i + 1])
-    # log ratio is linear in log length between the two points; find where it reaches 0.
-    x = x0 + (x1 - x0) * (0.0 - y0) / (y1 - y0)
-    return {"length": math.exp(x), "where": "within_grid"}

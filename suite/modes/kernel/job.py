@@ -18,7 +18,8 @@ from suite.hardware import cpu_threads
 from suite.modes.kernel import report
 from suite.modes.kernel.implementations import PEERS
 from suite.modes.kernel.measure import high_water_mark_usable
-from suite.modes.kernel.sweep import DTYPES, run_sweep
+from suite.hardware import DTYPES
+from suite.modes.kernel.sweep import run_sweep
 from suite.run import JobResult, Outcome
 
 TASK_NAME = "attention_op"

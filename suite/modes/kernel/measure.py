@@ -127,7 +127,7 @@ def cpu_peak_memory(fn: Callable[[], object]) -> tuple[int, str]:
     return max(0, max(sampler.peak, _rss_bytes()) - before), "process_rss_sampled_1ms"
 
 
-def peak_memory(fn: Callable[[], object], device: torch.device) -> tuple[int, str]:
+def call_peak_memory(fn: Callable[[], object], device: torch.device) -> tuple[int, str]:
     """Peak memory growth (bytes) of one call of ``fn`` above what was live before, and its source."""
     if device.type != "cuda":
         return cpu_peak_memory(fn)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 
-from suite.modes.kernel import analysis
+from suite import scaling
 from suite.modes.kernel.implementations import SDPA
 from suite.metrics import Metric, format_seconds, format_value
 from suite.modes.kernel import SERIES_METRICS
@@ -49,8 +49,8 @@ def summarize(points: Sequence[Mapping]) -> list[dict]:
         lengths = list(ok)
         for phase in ("fwd", "fwdbwd"):
             times = [ok[n][f"{phase}_median_s"] for n in lengths]
-            row[f"slope_{phase}"] = analysis.loglog_slope(lengths, times)
-            row[f"slope_{phase}_2k_8k"] = analysis.slope_between(lengths, times, *GOAL_RANGE)
+            row[f"slope_{phase}"] = scaling.loglog_slope(lengths, times)
+            row[f"slope_{phase}_2k_8k"] = scaling.slope_between(lengths, times, *GOAL_RANGE)
         row.update(_against_reference(row, ok, groups))
         rows.append(row)
     return rows
@@ -68,7 +68,7 @@ def _against_reference(row: Mapping, ok: Mapping[int, Mapping], groups: Mapping[
     for phase in ("fwd", "fwdbwd"):
         times = [ok[n][f"{phase}_median_s"] for n in common]
         reference_times = [reference[n][f"{phase}_median_s"] for n in common]
-        cross = analysis.crossover(common, times, reference_times)
+        cross = scaling.crossover(common, times, reference_times)
         found[f"crossover_{phase}"] = cross
         found[f"crossover_{phase}_length"] = cross["length"]
     if common:

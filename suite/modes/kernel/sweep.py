@@ -17,6 +17,7 @@ import torch
 
 import methods
 from methods.base import MethodError
+from suite.hardware import DTYPES
 from suite.modes.kernel import analysis, measure
 from suite.modes.kernel.implementations import (
     SDPA, Implementation, method_implementations, peer_implementations, sdpa_backend,
@@ -24,7 +25,6 @@ from suite.modes.kernel.implementations import (
 from suite.metrics import format_bytes, format_seconds
 from suite.run import is_out_of_memory
 
-DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 PHASES = ("fwd", "fwdbwd")
 MIN_REPEATS = 3  # fewest timed calls that give a median and a spread
 
@@ -68,7 +68,7 @@ def measure_phase(fn: Callable[[], object], device: torch.device, grid: Mapping)
         last = measure.time_calls(fn, device, 1)[0]
         if last > grid["point_budget_s"]:  # a slow call is warm after one run; spare the rest
             break
-    memory, memory_source = measure.peak_memory(fn, device)
+    memory, memory_source = measure.call_peak_memory(fn, device)
     affordable = int(grid["point_budget_s"] / max(last, 1e-9))
     repeats = min(grid["repeats"], max(MIN_REPEATS, affordable))
     timing = measure.spread(measure.time_calls(fn, device, repeats))

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import copy
 import math
-import resource
 import statistics
 import time
 from collections.abc import Mapping
@@ -20,7 +19,7 @@ import tasks
 from suite import checkpoint, logger, records
 from suite.data import capped, collate, real_tokens
 from suite.errors import ConfigError
-from suite.hardware import reset_peak_rss, synchronize
+from suite.hardware import reset_peak_rss, run_peak_memory, synchronize
 from suite.metrics import format_value
 from suite.modes.train import RECORD_METRICS
 from suite.model import build_model, check_model_config, token_loss
@@ -43,14 +42,6 @@ def correct_and_count(logits: torch.Tensor, labels: torch.Tensor) -> tuple[int, 
     return int((logits.argmax(-1) == labels).sum()), labels.numel()
 
 
-def peak_memory(device: torch.device) -> tuple[int, str]:
-    """Peak memory in bytes and where it was read: the CUDA allocator, or the process's peak RSS."""
-    if device.type == "cuda":
-        return torch.cuda.max_memory_allocated(device), "cuda_allocator"
-    # ru_maxrss is in KiB on Linux: the whole process's high-water mark, data loading included.
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024, "process_peak_rss"
-
-
 def memory_cap(config: Mapping) -> int | None:
     """``memory_cap_bytes``: null, or the peak memory (as the record measures it) above which a run
     counts as out of memory."""
@@ -63,7 +54,7 @@ def memory_cap(config: Mapping) -> int | None:
 def check_memory_cap(cap: int | None, device: torch.device) -> None:
     """Raise MemoryError (recorded as status oom) once the run's peak memory is above ``cap``."""
     if cap is not None:
-        peak, source = peak_memory(device)
+        peak, source = run_peak_memory(device)
         if peak > cap:
             raise MemoryError(f"peak memory {peak} bytes ({source}) above memory_cap_bytes={cap}")
 
@@ -226,7 +217,7 @@ def train(config: Mapping, data: TaskData, device: torch.device) -> tuple[Outcom
             val_accuracy=best_val,
             best_step=best_step,
         )
-    memory, memory_source = peak_memory(device)
+    memory, memory_source = run_peak_memory(device)
     outcome.metrics.update(
         baseline_accuracy=data.baseline,
         baseline_name=data.info.baseline_name,
