@@ -274,3 +274,15 @@ def test_gpu_script_smoke_writes_one_record_per_method_on_the_cpu(tmp_path):
     written = sorted(p.parent.name for p in (tmp_path / "kernel" / "attention_op").rglob("*.json"))
     assert written == ["linear", "softmax"]
     assert "x-over f+b" in done.stdout
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_cuda_timing_flushes_l2_and_times_each_call_with_events():
+    device = torch.device("cuda")
+    x = torch.randn(1024, 1024, device=device)
+    times = measure.time_calls(lambda: x @ x, device, 5)
+    assert len(times) == 5 and all(0 < t < 1 for t in times)
+    # A call that sleeps about a millisecond on the GPU measures about that long, the flush excluded.
+    slept = measure.time_calls(lambda: torch.cuda._sleep(2_000_000), device, 3)
+    assert all(t > 2e-4 for t in slept)

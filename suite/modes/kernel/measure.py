@@ -1,7 +1,8 @@
 """Timing and peak memory of one call, done the same way for every implementation.
 
 Time: warm-up calls first (lazy initialisation, Triton compilation, caches), then repeated calls,
-each timed alone: CUDA events on a GPU, ``time.perf_counter`` on the CPU. A point reports the
+each timed alone: CUDA events on a GPU with the L2 cache flushed before each call (as
+``triton.testing.do_bench``), ``time.perf_counter`` on the CPU. A point reports the
 median and the 10th/90th percentiles.
 
 Peak memory, measured in one extra untimed call, as the growth above what was live before it
@@ -32,12 +33,21 @@ STATUS_FILE = Path("/proc/self/status")
 SAMPLE_INTERVAL_S = 1e-3
 
 
+# Bytes written before each timed call on a GPU so that the call finds nothing of its inputs in L2
+# (an H100's or H200's L2 is 50-60 MB), as triton.testing.do_bench does with its 256 MB buffer.
+L2_FLUSH_BYTES = 256 * 2**20
+
+
 def time_calls(fn: Callable[[], object], device: torch.device, repeats: int) -> list[float]:
-    """Seconds of each of ``repeats`` calls of ``fn``, each timed alone."""
+    """Seconds of each of ``repeats`` calls of ``fn``, each timed alone. On a GPU: CUDA events
+    around the call only, the L2 cache flushed before it (triton.testing.do_bench's method: a
+    kernel that reruns on inputs still in L2 looks faster than it is in a model)."""
     times = []
     if device.type == "cuda":
+        flush = torch.empty(L2_FLUSH_BYTES, dtype=torch.int8, device=device)
         for _ in range(repeats):
             start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            flush.zero_()
             start.record()
             fn()
             end.record()
