@@ -129,6 +129,44 @@ class AttentionMethod(nn.Module):
         if not (q.dtype == k.dtype == v.dtype):
             raise MethodError(f"{self.name}: q, k, v dtypes differ: {q.dtype}, {k.dtype}, {v.dtype}")
 
+    # -- what the harness measures about a method, declared here (suite/ never names a method) --
+    def resolved_options(self) -> dict[str, Any]:
+        """The options as this module uses them: nulls resolved (e.g. favor's feature count), plus
+        the sizes they imply (e.g. ``num_features``); what a record's ``method.resolved`` holds."""
+        return dict(self.options)
+
+    def flop_impl(self, impl: str | None = None) -> str:
+        """The implementation a FLOP count is for: ``impl``, or with None this module's own
+        (``impl="auto"``: the one it runs on the CPU)."""
+        chosen = self.impl if impl is None else impl
+        if chosen == "auto":
+            chosen = "sdpa" if "sdpa" in self.impls else self.cpu_default
+        if chosen not in self.impls:
+            raise MethodError(f"{self.name}: no implementation {chosen!r} to count; valid: {', '.join(self.impls)}")
+        return chosen
+
+    def head_flops(self, n: int, value_dim: int, causal: bool, impl: str) -> tuple[float, float]:
+        """(forward, backward) floating-point operations of ``impl`` for one (batch, head) pair;
+        each method documents its model (the matrix products as computed, see
+        methods/_featuremap/flops.py)."""
+        raise NotImplementedError
+
+    def forward_flops(self, batch: int, heads: int, n: int, value_dim: int, causal: bool,
+                      impl: str | None = None) -> float:
+        """Floating-point operations of one forward of ``impl`` (default: this module's) on
+        (batch, heads, n) inputs with ``value_dim`` values, counted as computed (``head_flops``)."""
+        return batch * heads * self.head_flops(n, value_dim, causal, self.flop_impl(impl))[0]
+
+    def backward_flops(self, batch: int, heads: int, n: int, value_dim: int, causal: bool,
+                       impl: str | None = None) -> float:
+        """Floating-point operations of the backward of that forward (input and parameter gradients)."""
+        return batch * heads * self.head_flops(n, value_dim, causal, self.flop_impl(impl))[1]
+
+    def state_bytes(self, batch: int, heads: int, n: int, value_dim: int, dtype: torch.dtype = torch.float32) -> int:
+        """Bytes of the decoding state after n tokens of (batch, heads) sequences with ``value_dim``
+        values in ``dtype``: the bytes of every tensor ``prefill_state`` returns."""
+        raise NotImplementedError
+
     # -- the recurrent form ------------------------------------------------------------------
     def init_state(
         self,

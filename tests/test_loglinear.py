@@ -305,3 +305,60 @@ def test_stepping_past_the_levels_is_an_error():
         _, state = module.step(x, x, x, state)
     with pytest.raises(MethodError, match="num_levels=2"):
         module.step(x, x, x, state)
+
+
+# -- the fixed layout: a step without host syncs ---------------------------------------------------
+@pytest.mark.parametrize("n", [1, 37, 100])
+@pytest.mark.parametrize("decay", [True, False])
+def test_fixed_step_equals_the_levels_step(n, decay):
+    q, k, v = (t.detach() for t in inputs(n, 16, 8))
+    module = build("chunk", 16, decay)
+    levels, fixed = module.init_state(BATCH, HEADS, 16, 8), module.init_state(BATCH, HEADS, 16, 8, max_length=n)
+    for t in range(n):
+        out_levels, levels = module.step(q[:, :, t], k[:, :, t], v[:, :, t], levels)
+        out_fixed, fixed = module.step(q[:, :, t], k[:, :, t], v[:, :, t], fixed)
+        assert_close(f"o at {t}", out_levels, out_fixed, 1e-6)
+    expected = methods.loglinear.recurrent.to_fixed(levels, n)
+    assert int(fixed["position"]) == n
+    for key in ("kv", "z"):  # the same sums in the same slots, empty slots exactly zero
+        assert_close(key, expected[key], fixed[key], 1e-6)
+        assert torch.equal(expected[key] == 0, fixed[key] == 0)
+
+
+def test_fixed_prefill_then_steps_equal_the_parallel_form():
+    q, k, v = (t.detach() for t in inputs(50, 16, 8))
+    module = build("chunk", 16)
+    state = module.prefill_state(k[:, :, :29], v[:, :, :29], max_length=50)
+    assert set(state) == {"position", "kv", "z"} and state["kv"].shape[2] == 6  # 50 < 2^6
+    outputs = []
+    for t in range(29, 50):
+        out, state = module.step(q[:, :, t], k[:, :, t], v[:, :, t], state)
+        outputs.append(out)
+    assert_close("o", module(q, k, v, causal=True)[:, :, 29:], torch.stack(outputs, 2), FP32_TOL)
+
+
+def test_fixed_step_is_one_graph_without_host_syncs():
+    """torch.compile with fullgraph=True refuses a graph break: a read of a tensor's value on the
+    host (.item(), int(), bool()) or a loop whose length depends on one. What it traces is the
+    sequence of operations a CUDA graph captures."""
+    q, k, v = (t.detach() for t in inputs(9, 16, 8))
+    module = build("chunk", 16, decay=True)
+    compiled = torch.compile(module.step, fullgraph=True, backend="eager")
+    eager, traced = module.init_state(BATCH, HEADS, 16, 8, max_length=9), module.init_state(BATCH, HEADS, 16, 8, max_length=9)
+    with torch.no_grad():
+        for t in range(9):
+            expected, eager = module.step(q[:, :, t], k[:, :, t], v[:, :, t], eager)
+            out, traced = compiled(q[:, :, t], k[:, :, t], v[:, :, t], traced)
+            assert torch.equal(expected, out)
+
+
+def test_fixed_state_past_its_slots_is_an_error():
+    module = methods.build("loglinear", head_dim=4)
+    state = module.init_state(1, 1, 4, 4, max_length=3)  # two slots: up to 3 tokens
+    x = torch.randn(1, 1, 4)
+    for _ in range(3):
+        _, state = module.step(x, x, x, state)
+    with pytest.raises(RuntimeError, match="fixed state full; raise max_length"):
+        module.step(x, x, x, state)
+    with pytest.raises(MethodError, match="num_levels=4"):
+        methods.build("loglinear", head_dim=4, num_levels=4).init_state(1, 1, 4, 4, max_length=9)

@@ -1,21 +1,43 @@
 """Attention from features in O(N) memory: dense inside chunks, float32 running sums between them.
 
-Causal: the sequence is cut into chunks of ``chunk_size``. Inside a chunk the (L, L) score block is
-dense and masked; keys of earlier chunks enter through the running sums kv = sum_j phi_k_j v_j^T
-(F, E) and z = sum_j phi_k_j (F), cumulative sums over per-chunk states. The denominator rides
-along as an extra value column of ones, so each product yields numerator and denominator together.
-The products are batched over the chunks of one head's segment (about 2048 tokens) at a time.
-The causal product has a hand-written backward: autograd's would add a pass over every (L, L)
-block for each add and mask, where here the adds ride in the matrix products (baddbmm) and the masks
-are applied in place.
+Causal (``causal_feature_attention``): the sequence is cut into chunks of ``chunk_size``. Inside a
+chunk the (L, L) score block A = tril(phi_q phi_k^T) is dense; keys of earlier chunks enter
+through the running sums S = sum_j phi_k_j v_j^T (F, E) and z = sum_j phi_k_j (F) before each
+chunk. Per chunk: num = A v + phi_q S, den = A 1 + phi_q z + eps, o = num / den.
+
+The work goes block by block (about SEGMENT_TOKENS tokens of a few heads, or a run of one long
+head's chunks), so that everything one block touches stays in cache: the feature maps (blocks.py)
+are applied to the block's rows there and written once into the features saved for the backward,
+the denominator is a row sum of the score block and a matrix-vector product (no value column of
+ones, no padded copy of v), and the division happens on the block just computed. A length that is
+not a multiple of the chunk ends in one shorter chunk, never in padding. The backward is written
+out (autograd's would add a pass over every (L, L) block for each add and mask, and make d phi
+tensors of the full size): with g = do / den and r = -(do . o) / den per row,
+
+    dA = tril(g v^T + r 1^T)            d phi_q = dA phi_k + g S^T + r z^T
+    d phi_k = dA^T phi_q + v T^T + u    d v = A^T g + phi_k T
+
+where T, u are the sums over later chunks of phi_q^T g and phi_q^T r.
+
+Not causal (``full_feature_attention``): o = phi_q (phi_k^T v) / (phi_q . sum phi_k + eps) on whole
+tensors, its backward the same formulas without the chunks.
 """
 
 from __future__ import annotations
 
-import torch
-import torch.nn.functional as F
+from dataclasses import dataclass
 
-from methods._featuremap.common import DENOMINATOR_EPS, divide_by_denominator
+import torch
+
+from methods._featuremap.blocks import Identity
+from methods._featuremap.common import DENOMINATOR_EPS
+
+# About 2048 tokens handled together: every tensor a block touches (about 4 MiB at 64 features)
+# stays in cache, so time grows linearly with N, and short sequences still come in few, large
+# products (several heads at once).
+SEGMENT_TOKENS = 2048
+TINY = torch.finfo(torch.float32).tiny
+IDENTITY = Identity()
 
 
 def feature_attention_chunk(
@@ -27,112 +49,258 @@ def feature_attention_chunk(
     chunk_size: int = 64,
 ) -> torch.Tensor:
     """Same result as ``naive.feature_attention`` in O(N) memory; inputs of any float dtype, returns float32."""
-    # One extra value column of ones turns every numerator product into a denominator product too.
-    v_and_one = F.pad(v.float(), (0, 1), value=1.0)
     phi_q, phi_k = phi_q.float(), phi_k.float()
     if causal:
-        numerator, denominator = _causal_chunked(phi_q, phi_k, v_and_one, chunk_size)
-    else:
-        both = phi_q @ (phi_k.transpose(-1, -2) @ v_and_one)
-        numerator, denominator = both[..., :-1], both[..., -1]
-    return divide_by_denominator(numerator, denominator, eps)
+        return causal_feature_attention(phi_q, phi_k, v, IDENTITY, IDENTITY, eps, chunk_size)
+    return full_feature_attention(phi_q, phi_k, v, eps)
 
 
-def _causal_chunked(
-    phi_q: torch.Tensor, phi_k: torch.Tensor, v: torch.Tensor, chunk_size: int
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """sum_{j <= i} (phi_q_i . phi_k_j) v_j for every i in float32, split into all but the last value
-    column (the numerator) and the last one (the denominator)."""
-    batch, heads, n, features = phi_q.shape
+# -- causal: blocks of chunks ------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Block:
+    """Tokens [start, stop) of the heads ``heads``, in chunks of ``length`` (the last chunk of a
+    sequence may be a block of its own, shorter). Chunk indices start at ``start // chunk_size``."""
+
+    heads: slice
+    start: int
+    stop: int
+    length: int
+    first_chunk: int
+
+    @property
+    def chunks(self) -> int:
+        return (self.stop - self.start) // self.length
+
+
+def plan_blocks(heads: int, n: int, chunk_size: int) -> list[list[Block]]:
+    """Groups of blocks; a group's blocks share their heads and are visited in order, carrying
+    the running sums. Every block's tensors are views of (heads, N, X) tensors that flatten to
+    (heads in block * chunks, length, X) without a copy: whole heads, or one chunk of several
+    heads, or a run of one head's chunks."""
     length = min(chunk_size, n)
-    # Zero rows past the end: padded keys add nothing, padded queries are cut off below.
-    pad = -n % length
-    if pad:
-        phi_q, phi_k, v = (F.pad(t, (0, 0, 0, pad)) for t in (phi_q, phi_k, v))
-    chunks = (n + pad) // length
-    # Contiguous, so that each head's run of chunks is one contiguous block for the batched products.
-    q, k, vc = (t.reshape(batch * heads, chunks, length, t.shape[-1]).contiguous() for t in (phi_q, phi_k, v))
-    numerator, denominator = _CausalChunkProduct.apply(q, k, vc)
-    numerator, denominator = numerator.reshape(batch, heads, n + pad, -1), denominator.reshape(batch, heads, n + pad)
-    return (numerator[:, :, :n], denominator[:, :, :n]) if pad else (numerator, denominator)
+    full, tail = divmod(n, length)
+    if n <= SEGMENT_TOKENS:
+        group = max(1, SEGMENT_TOKENS // n)
+        plans = []
+        for h in range(0, heads, group):
+            hs = slice(h, min(h + group, heads))
+            if tail == 0:
+                blocks = [Block(hs, 0, n, length, 0)]
+            else:  # whole heads would not flatten: one chunk of every head at a time
+                blocks = [Block(hs, c * length, (c + 1) * length, length, c) for c in range(full)]
+                blocks.append(Block(hs, full * length, n, tail, full))
+            plans.append(blocks)
+        return plans
+    step = max(1, SEGMENT_TOKENS // length) * length
+    plans = []
+    for h in range(heads):
+        hs = slice(h, h + 1)
+        blocks = [Block(hs, s, min(s + step, full * length), length, s // length) for s in range(0, full * length, step)]
+        if tail:
+            blocks.append(Block(hs, full * length, n, tail, full))
+        plans.append(blocks)
+    return plans
 
 
-# About 2048 tokens handled together: every tensor the products touch (about 4 MiB at 64
-# features) stays in cache, so time grows linearly with N instead of slowing once the whole
-# (B, H, N) tensors outgrow the cache, and short sequences still come in few, large products.
-SEGMENT_TOKENS = 2048
+def _rows(x: torch.Tensor, block: Block) -> torch.Tensor:
+    """The block's rows of a (heads, N, X) tensor as (heads in block * chunks, length, X), a view."""
+    return x[block.heads, block.start : block.stop].view(-1, block.length, x.shape[-1])
 
 
-def _blocks(heads: int, chunks: int, length: int) -> list[list[tuple[slice, slice]]]:
-    """Groups of (heads, chunks) blocks of about SEGMENT_TOKENS tokens; a running state is carried
-    through the blocks of a group, in order. A head longer than that is one group of runs of its
-    chunks; shorter heads are grouped whole, several at a time."""
-    per_head = chunks * length
-    if per_head <= SEGMENT_TOKENS:
-        group = max(1, SEGMENT_TOKENS // per_head)
-        return [[(slice(h, min(h + group, heads)), slice(0, chunks))] for h in range(0, heads, group)]
-    step = max(1, SEGMENT_TOKENS // length)
-    return [[(slice(h, h + 1), slice(start, min(start + step, chunks))) for start in range(0, chunks, step)]
-            for h in range(heads)]
+def _chunk_slots(x: torch.Tensor, block: Block) -> torch.Tensor:
+    """The block's slots of a per-chunk (heads, chunks, ...) tensor: (heads in block, chunks, ...)."""
+    return x[block.heads, block.first_chunk : block.first_chunk + block.chunks]
 
 
-class _CausalChunkProduct(torch.autograd.Function):
-    """out_c = tril(q_c k_c^T) v_c + q_c S_c, S_c = sum_{c' < c} k_c'^T v_c'; tensors (G, C, L, X).
+def causal_feature_attention(
+    x_q: torch.Tensor,
+    x_k: torch.Tensor,
+    v: torch.Tensor,
+    query_map,
+    key_map,
+    eps: float | torch.Tensor = DENOMINATOR_EPS,
+    chunk_size: int = 64,
+) -> torch.Tensor:
+    """Causal attention of the features ``query_map(x_q)``, ``key_map(x_k)`` (blocks.py) with v,
+    (B, H, N, .) each, the maps applied block by block; eps a number or broadcastable to (B, H, N),
+    scaled by the factors the maps pull out. Returns float32 (B, H, N, E)."""
+    batch, heads, n, _ = x_q.shape
+    flat = lambda t: t.reshape(batch * heads, n, t.shape[-1])  # noqa: E731  (a view when it can be)
+    eps_rows = None
+    if isinstance(eps, torch.Tensor):
+        eps_rows, eps = eps.float().expand(batch, heads, n).reshape(batch * heads, n), 1.0
+    out = _CausalFeatureAttention.apply(flat(x_q), flat(x_k), flat(v), eps_rows, eps, query_map, key_map, chunk_size)
+    return out.view(batch, heads, n, -1)
 
-    Returns out[..., :-1] and out[..., -1] as two outputs, so that their gradients arrive apart and
-    are joined once here, not each scattered into a zero tensor of the full size by autograd.
-    Works on one block of heads and chunks at a time (``_blocks``), carrying the running state across.
-    """
+
+def _strict_triangle(chunks: int, upper: bool, device: torch.device) -> torch.Tensor:
+    """(chunks, chunks) ones strictly below (or above) the diagonal."""
+    ones = torch.ones(chunks, chunks, device=device)
+    return ones.triu(1) if upper else ones.tril(-1)
+
+
+def _exclusive_sums(per_chunk: torch.Tensor, out: torch.Tensor, carry: torch.Tensor | None, reverse: bool) -> torch.Tensor:
+    """out[:, c] = carry + the sum of per_chunk[:, c'] over the block's chunks c' < c (c' > c when
+    ``reverse``), over dim 1 of (heads, chunks, ...) tensors; returns the carry past the block.
+    One product with a triangle of ones: a loop of adds costs a call per chunk, and torch.cumsum
+    over this dim is several times slower still."""
+    heads, chunks = per_chunk.shape[:2]
+    triangle = _strict_triangle(chunks, reverse, per_chunk.device).expand(heads, chunks, chunks)
+    flat_out = out.view(heads, chunks, -1)
+    torch.bmm(triangle, per_chunk.reshape(heads, chunks, -1), out=flat_out)
+    edge = 0 if reverse else -1
+    if carry is not None:
+        flat_out.add_(carry.reshape(heads, 1, -1))
+    return out[:, edge] + per_chunk[:, edge]
+
+
+class _CausalFeatureAttention(torch.autograd.Function):
+    """o (BH, N, E) from x_q, x_k (BH, N, D) and v (BH, N, E); see the module docstring."""
 
     @staticmethod
-    def forward(ctx, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        heads, chunks, length, _ = q.shape
-        out = torch.empty_like(v)
-        scores = q.new_empty(heads, chunks, length, length)
-        states_before = q.new_empty(heads, chunks, q.shape[-1], v.shape[-1])  # (G, C, F, E)
-        for group in _blocks(heads, chunks, length):
-            state = 0.0
-            for hs, seg in group:
-                qs, ks, vs = q[hs, seg].flatten(0, 1), k[hs, seg].flatten(0, 1), v[hs, seg].flatten(0, 1)
-                before, block_scores = states_before[hs, seg], scores[hs, seg].flatten(0, 1)
+    def forward(ctx, x_q, x_k, v, eps_rows, eps, query_map, key_map, chunk_size):
+        bh, n, _ = x_q.shape
+        e = v.shape[-1]
+        plans = plan_blocks(bh, n, chunk_size)
+        length = plans[0][0].length
+        num_chunks = -(-n // length)
+        f32 = dict(device=x_q.device, dtype=torch.float32)
+        phi_q = x_q if query_map.identity else torch.empty(bh, n, query_map.num_features, **f32)
+        phi_k = x_k if key_map.identity else torch.empty(bh, n, key_map.num_features, **f32)
+        features = phi_q.shape[-1]
+        out = torch.empty(bh, n, e, **f32)
+        den = torch.empty(bh, n, **f32)
+        scores = torch.empty(bh, n, length, **f32)
+        # The sums before each chunk; a single chunk has none.
+        states = torch.empty(bh, num_chunks, features, e, **f32) if num_chunks > 1 else None
+        key_sums = torch.empty(bh, num_chunks, features, **f32) if num_chunks > 1 else None
+        for blocks in plans:
+            carry_state = carry_sum = None
+            for i, block in enumerate(blocks):
+                q, k = _rows(phi_q, block), _rows(phi_k, block)
+                log_factor = None
+                if not query_map.identity:
+                    log_factor = query_map.forward(_rows(x_q, block), q)
+                if not key_map.identity:
+                    key_factor = key_map.forward(_rows(x_k, block), k)
+                    if key_factor is not None:
+                        log_factor = key_factor if log_factor is None else log_factor + key_factor
+                values = _rows(v, block).float()
+                a = _rows(scores, block)[..., : block.length]
                 # tril_, not a 0/1 product: a huge later key may score inf, and inf * 0 is nan.
-                torch.bmm(qs, ks.transpose(-1, -2), out=block_scores).tril_()
-                chunk_states = (ks.transpose(-1, -2) @ vs).view(before.shape)
-                # The state before a chunk sums all chunks before it, here and in earlier blocks.
-                before[:, 0] = state
-                torch.cumsum(chunk_states[:, :-1], 1, out=before[:, 1:])
-                before[:, 1:] += state
-                state = before[:, -1:] + chunk_states[:, -1:]
-                torch.bmm(qs, before.flatten(0, 1), out=out[hs, seg].flatten(0, 1)).baddbmm_(block_scores, vs)
-        ctx.save_for_backward(q, k, v, scores, states_before)
-        return out[..., :-1], out[..., -1]
+                torch.bmm(q, k.transpose(1, 2), out=a).tril_()
+                o = _rows(out, block)
+                torch.bmm(a, values, out=o)
+                d = den[block.heads, block.start : block.stop].view(-1, block.length)
+                torch.sum(a, -1, out=d)
+                if states is not None:
+                    before = _chunk_slots(states, block)
+                    sums_before = _chunk_slots(key_sums, block)
+                    chunk_states = torch.bmm(k.transpose(1, 2), values).view(before.shape)
+                    chunk_sums = k.sum(1).view(sums_before.shape)
+                    last = i == len(blocks) - 1
+                    carry_state = _exclusive_sums(chunk_states, before, None if i == 0 else carry_state, reverse=False)
+                    carry_sum = _exclusive_sums(chunk_sums, sums_before, None if i == 0 else carry_sum, reverse=False)
+                    if last:
+                        carry_state = carry_sum = None
+                    o.baddbmm_(q, before.view(-1, features, e))
+                    d.unsqueeze(-1).baddbmm_(q, sums_before.reshape(-1, features, 1))
+                if log_factor is not None:  # eps scaled by the factors pulled out of the features
+                    base = eps if eps_rows is None else eps_rows[block.heads, block.start : block.stop].view(d.shape)
+                    d.add_(torch.exp(-log_factor.expand(d.shape)).mul_(base).clamp_min_(TINY))
+                elif eps_rows is not None:
+                    d.add_(eps_rows[block.heads, block.start : block.stop].view(d.shape))
+                else:
+                    d.add_(eps)
+                o.div_(d.unsqueeze(-1))
+        ctx.save_for_backward(x_q, x_k, v, phi_q, phi_k, out, den, scores, states, key_sums)
+        ctx.maps, ctx.chunk_size = (query_map, key_map), chunk_size
+        ctx.eps_needs_grad = eps_rows is not None and ctx.needs_input_grad[3]
+        return out
 
     @staticmethod
-    def backward(
-        ctx, grad_numerator: torch.Tensor, grad_denominator: torch.Tensor
-    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        q, k, v, scores, states_before = ctx.saved_tensors
-        grad = torch.cat([grad_numerator, grad_denominator.unsqueeze(-1)], dim=-1)
-        grad_q, grad_k, grad_v = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
-        heads, chunks, length, _ = q.shape
-        for group in _blocks(heads, chunks, length):
-            # A chunk's state reaches the queries of every later chunk: sum their gradients backwards.
-            after = 0.0
-            for hs, seg in reversed(group):
-                qs, ks, vs, gs = (t[hs, seg].flatten(0, 1) for t in (q, k, v, grad))
-                grad_scores = (gs @ vs.transpose(-1, -2)).tril_()
-                shape = states_before[hs, seg].shape
-                # This chunk's and every later chunk's query gradients, summed from the end.
-                reached = (qs.transpose(-1, -2) @ gs).view(shape).flip(1).cumsum(1).flip(1)
-                grad_states = torch.empty_like(reached)
-                grad_states[:, -1:] = after
-                torch.add(reached[:, 1:], after, out=grad_states[:, :-1])
-                after = reached[:, :1] + after
-                grad_states = grad_states.flatten(0, 1)
-                torch.bmm(gs, states_before[hs, seg].flatten(0, 1).transpose(-1, -2),
-                          out=grad_q[hs, seg].flatten(0, 1)).baddbmm_(grad_scores, ks)
-                torch.bmm(vs, grad_states.transpose(-1, -2), out=grad_k[hs, seg].flatten(0, 1)).baddbmm_(
-                    grad_scores.transpose(-1, -2), qs)
-                torch.bmm(ks, grad_states, out=grad_v[hs, seg].flatten(0, 1)).baddbmm_(
-                    scores[hs, seg].flatten(0, 1).transpose(-1, -2), gs)
-        return grad_q, grad_k, grad_v
+    def backward(ctx, grad_out):
+        x_q, x_k, v, phi_q, phi_k, out, den, scores, states, key_sums = ctx.saved_tensors
+        query_map, key_map = ctx.maps
+        bh, n, e = out.shape
+        features = phi_q.shape[-1]
+        grad_out = grad_out.contiguous()
+        grad_q, grad_k, grad_v = torch.empty_like(x_q), torch.empty_like(x_k), torch.empty_like(v)
+        grad_den = torch.empty_like(den) if ctx.eps_needs_grad else None
+        for blocks in plan_blocks(bh, n, ctx.chunk_size):
+            carry_state = carry_sum = None
+            for i in range(len(blocks) - 1, -1, -1):
+                block = blocks[i]
+                q, k, o = _rows(phi_q, block), _rows(phi_k, block), _rows(out, block)
+                values = _rows(v, block).float()
+                a = _rows(scores, block)[..., : block.length]
+                d = den[block.heads, block.start : block.stop].view(-1, block.length, 1)
+                g = _rows(grad_out, block).float() / d
+                r = torch.linalg.vecdot(g, o).neg_()  # d den, per row
+                if grad_den is not None:
+                    grad_den[block.heads, block.start : block.stop] = r.view(-1, block.stop - block.start)
+                grad_scores = torch.bmm(g, values.transpose(1, 2)).add_(r.unsqueeze(-1)).tril_()
+                dq = torch.bmm(grad_scores, k)
+                dk = torch.bmm(grad_scores.transpose(1, 2), q)
+                dv = torch.bmm(a.transpose(1, 2), g)
+                if states is not None:
+                    before = _chunk_slots(states, block)
+                    sums_before = _chunk_slots(key_sums, block)
+                    dq.baddbmm_(g, before.view(-1, features, e).transpose(1, 2))
+                    dq.addcmul_(r.unsqueeze(-1), sums_before.reshape(-1, 1, features))
+                    # What each chunk's state sends back: the sums over the later chunks that read it.
+                    reached = torch.bmm(q.transpose(1, 2), g).view(before.shape)
+                    reached_sums = torch.bmm(q.transpose(1, 2), r.unsqueeze(-1)).view(sums_before.shape)
+                    after, sums_after = torch.empty_like(reached), torch.empty_like(reached_sums)
+                    first = i == 0
+                    carry_state = _exclusive_sums(reached, after, carry_state, reverse=True)
+                    carry_sum = _exclusive_sums(reached_sums, sums_after, carry_sum, reverse=True)
+                    if first:
+                        carry_state = carry_sum = None
+                    after = after.view(-1, features, e)
+                    dk.baddbmm_(values, after.transpose(1, 2)).add_(sums_after.view(-1, 1, features))
+                    dv.baddbmm_(k, after)
+                _rows(grad_q, block).copy_(query_map.backward(_rows(x_q, block), q, dq))
+                _rows(grad_k, block).copy_(key_map.backward(_rows(x_k, block), k, dk))
+                _rows(grad_v, block).copy_(dv)
+        return grad_q, grad_k, grad_v, grad_den, None, None, None, None
+
+
+# -- not causal: whole tensors -------------------------------------------------------------------
+def full_feature_attention(
+    phi_q: torch.Tensor, phi_k: torch.Tensor, v: torch.Tensor, eps: float | torch.Tensor = DENOMINATOR_EPS
+) -> torch.Tensor:
+    """o = phi_q (phi_k^T v) / (phi_q . sum_j phi_k_j + eps); phi float32 (B,H,N,F), v (B,H,N,E);
+    eps a number or broadcastable to (B,H,N). Returns float32."""
+    eps_rows = None
+    if isinstance(eps, torch.Tensor):
+        eps_rows, eps = eps.float().expand(phi_q.shape[:3]), 0.0
+    return _FullFeatureAttention.apply(phi_q, phi_k, v, eps_rows, eps)
+
+
+class _FullFeatureAttention(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, phi_q, phi_k, v, eps_rows, eps):
+        values = v.float()
+        state = phi_k.transpose(-1, -2) @ values  # (B, H, F, E)
+        key_sum = phi_k.sum(-2, keepdim=True).transpose(-1, -2)  # (B, H, F, 1)
+        out = phi_q @ state
+        den = (phi_q @ key_sum).squeeze(-1)
+        den.add_(eps if eps_rows is None else eps_rows)
+        out.div_(den.unsqueeze(-1))
+        ctx.save_for_backward(phi_q, phi_k, v, state, key_sum, out, den)
+        ctx.eps_needs_grad = eps_rows is not None and ctx.needs_input_grad[3]
+        return out
+
+    @staticmethod
+    def backward(ctx, grad_out):
+        phi_q, phi_k, v, state, key_sum, out, den = ctx.saved_tensors
+        g = grad_out.float() / den.unsqueeze(-1)
+        r = torch.linalg.vecdot(g, out).neg_()
+        grad_q = (g @ state.transpose(-1, -2)).addcmul_(r.unsqueeze(-1), key_sum.transpose(-1, -2))
+        grad_state = phi_q.transpose(-1, -2) @ g  # (B, H, F, E)
+        grad_key_sum = (phi_q.transpose(-1, -2) @ r.unsqueeze(-1)).transpose(-1, -2)  # (B, H, 1, F)
+        grad_k = (v.float() @ grad_state.transpose(-1, -2)).add_(grad_key_sum)
+        grad_v = (phi_k @ grad_state).to(v.dtype)
+        grad_eps = r if ctx.eps_needs_grad else None
+        return grad_q.to(phi_q.dtype), grad_k.to(phi_k.dtype), grad_v, grad_eps, None

@@ -1,7 +1,9 @@
 """The base class of the kernelized methods: options, dispatch among impls, and the recurrent form.
 
-A subclass supplies ``feature_map(x, kind)`` and ``num_features``; it may override ``features`` to
-compute a numerically stabilised pair of feature maps (with the matching epsilon) for ``forward``.
+A subclass supplies ``feature_map(x, kind)`` and ``num_features`` (the full-tensor maps of the naive,
+Triton, non-causal and recurrent forms) and ``chunk_maps`` (the same maps block by block, for the
+causal chunked core); it may override ``features`` to compute a numerically stabilised pair of
+feature maps (with the matching epsilon) for ``forward``.
 """
 
 from __future__ import annotations
@@ -10,7 +12,8 @@ from typing import Any, ClassVar
 
 import torch
 
-from methods._featuremap.chunk import feature_attention_chunk
+from methods._featuremap.chunk import causal_feature_attention, full_feature_attention
+from methods._featuremap import flops
 from methods._featuremap.common import DENOMINATOR_EPS, divide_by_denominator, key_sums
 from methods._featuremap.naive import feature_attention
 from methods.base import AttentionMethod, MethodError
@@ -44,14 +47,49 @@ class FeatureMapAttention(AttentionMethod):
         ``feature_map`` with DENOMINATOR_EPS. Keys of the causal form may not see later keys."""
         return self.feature_map(q, "query"), self.feature_map(k, "key"), DENOMINATOR_EPS
 
+    def chunk_maps(self, q: torch.Tensor, k: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, Any, Any]:
+        """(x_q, x_k, query map, key map) for the causal chunked core (see _featuremap/blocks.py):
+        the maps applied block by block to x_q, x_k give the causal ``features`` of q, k."""
+        raise NotImplementedError
+
+    # -- what it costs -------------------------------------------------------------------------
+    def resolved_options(self) -> dict[str, Any]:
+        return {**self.options, "num_features": self.num_features}
+
+    def feature_map_flops(self, n: int, impl: str, causal: bool) -> tuple[float, float]:
+        """(forward, backward) FLOPs of both feature maps over n tokens of one (batch, head):
+        the matrix products they run (none for an elementwise map)."""
+        return 0.0, 0.0
+
+    def head_flops(self, n, value_dim, causal, impl):
+        """The core (methods/_featuremap/flops.py) plus the feature maps (``feature_map_flops``)."""
+        f = self.num_features
+        if impl == "naive":
+            core = flops.naive_flops(n, f, value_dim)
+        elif impl == "chunk":
+            core = flops.chunk_flops(n, f, value_dim, self.chunk_size, causal)
+        else:
+            core = flops.triton_flops(n, f, value_dim, causal)
+        maps = self.feature_map_flops(n, impl, causal)
+        return core[0] + maps[0], core[1] + maps[1]
+
+    def state_bytes(self, batch, heads, n, value_dim, dtype=torch.float32):
+        """The float32 running sums kv (B,H,F,E) and z (B,H,F), whatever n and dtype."""
+        return batch * heads * self.num_features * (value_dim + 1) * 4
+
     # -- the parallel form -------------------------------------------------------------------
     def _forward_naive(self, q, k, v, causal):
         phi_q, phi_k, eps = self.features(q, k, causal)
         return feature_attention(phi_q, phi_k, v, causal, eps).to(q.dtype)
 
     def _forward_chunk(self, q, k, v, causal):
-        phi_q, phi_k, eps = self.features(q, k, causal)
-        return feature_attention_chunk(phi_q, phi_k, v, causal, eps, self.chunk_size).to(q.dtype)
+        if causal:
+            x_q, x_k, query_map, key_map = self.chunk_maps(q, k)
+            out = causal_feature_attention(x_q, x_k, v, query_map, key_map, DENOMINATOR_EPS, self.chunk_size)
+        else:
+            phi_q, phi_k, eps = self.features(q, k, causal)
+            out = full_feature_attention(phi_q.float(), phi_k.float(), v, eps)
+        return out.to(q.dtype)
 
     def _forward_triton(self, q, k, v, causal):
         # Imported here so that the CPU paths never need Triton.

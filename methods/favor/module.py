@@ -6,6 +6,7 @@ import math
 
 import torch
 
+from methods._featuremap.blocks import PositiveRandomFeatures
 from methods._featuremap.common import DENOMINATOR_EPS
 from methods._featuremap.maps import positive_random_feature_logits
 from methods._featuremap.module import FeatureMapAttention
@@ -61,6 +62,22 @@ class FavorAttention(FeatureMapAttention):
         self.check_kind(kind)
         return torch.exp(self._logits(x)) / math.sqrt(self.num_features)
 
+    def feature_map_flops(self, n, impl, causal):
+        """Both maps project onto the m random directions: 2 N D m each, forward and backward (the
+        projection is a buffer: only the input gets a gradient)."""
+        per_map = 2.0 * n * self.head_dim * self.num_features
+        return 2 * per_map, 2 * per_map
+
+    def _causal_key_shift(self) -> torch.Tensor:
+        """The key shift of the causal form: w.x - |x|^2/2 <= |w|^2/2, so keys stay below e^64."""
+        bound = 0.5 * self.projection.float().square().sum(-1).max()
+        return (bound - KEY_LOGIT_CEILING).clamp_min(0.0)
+
+    def chunk_maps(self, q, k):
+        queries = PositiveRandomFeatures(self.projection, self.head_dim, key_shift=None)
+        keys = PositiveRandomFeatures(self.projection, self.head_dim, key_shift=self._causal_key_shift())
+        return q, k, queries, keys
+
     def features(self, q, k, causal):
         """The feature maps with a factor pulled out of each, and eps scaled by the same factors,
         so the attention equals the unstabilised one exactly while exp stays in range. Queries:
@@ -71,8 +88,7 @@ class FavorAttention(FeatureMapAttention):
         # No gradient through the shifts: the result does not depend on them.
         query_shift = logits_q.detach().amax(-1)  # (B,H,N)
         if causal:
-            bound = 0.5 * self.projection.float().square().sum(-1).max()
-            key_shift = (bound - KEY_LOGIT_CEILING).clamp_min(0.0).expand(logits_k.shape[:2]).unsqueeze(-1)
+            key_shift = self._causal_key_shift().expand(logits_k.shape[:2]).unsqueeze(-1)
         else:
             key_shift = logits_k.detach().amax((-2, -1)).unsqueeze(-1)  # (B,H,1)
         # 1/sqrt(m) rides in the exponent and exp works in place: one new (B,H,N,m) tensor per map.

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import torch
 
+from methods._featuremap.blocks import EluPlusOne
 from methods._featuremap.maps import elu_plus_one
 from methods._featuremap.module import FeatureMapAttention
 from methods.registry import register
@@ -21,3 +22,7 @@ class LinearAttention(FeatureMapAttention):
         """elu(x) + 1 for queries and keys alike: (B,H,N,D)."""
         self.check_kind(kind)
         return elu_plus_one(x.float())
+
+    def chunk_maps(self, q, k):
+        phi = EluPlusOne(self.head_dim)
+        return q, k, phi, phi

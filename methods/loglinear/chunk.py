@@ -2,55 +2,42 @@
 
 With a chunk size C = 2^c, a key s in an earlier chunk than query t has level
 ``l(t, s) = c + 1 + j`` with ``j + 1 = bit_length(chunk(t) XOR chunk(s))``, so earlier chunks fall
-into whole-chunk Fenwick buckets: at chunk level j, the chunks of every odd aligned block of 2^j
-chunks read the even block just before it (the bucket is absent in even blocks). The blocks of
-every level are pairwise sums of the level below (a binary tree over the per-chunk states), so all
-buckets cost O(N) to build and each query reads at most one state per level: O(N log N) in all,
-batched over chunks, a Python loop over the log2(N / C) levels only. The denominator rides along
-as an extra value column of ones.
+into whole-chunk Fenwick buckets: at chunk level j, chunk i reads the node (i >> j) - 1 of level j
+(the 2^j chunks just before its own aligned block of 2^j) when bit j of i is set. Nodes are sums
+over their chunks of phi_k [v, 1]^T (decayed to their last key), each level the pairwise sums of
+the level below: O(N) to build, and each query reads at most one node per level: O(N log N).
 
-The two products that touch every query (inside the chunks, and against the per-level states) are
-``ChunkParts``: plain PyTorch here, Triton kernels in triton.py; the rest is shared.
+Per chunk, with A = tril(phi_q phi_k^T) * lambda_t[level] * exp(G_t - G_s):
+    num = A v + sum_j s_tj phi_q N_j,   den = A 1 + sum_j s_tj phi_q Z_j + eps,   o = num / den,
+    s_tj = lambda_t[c + 1 + j] exp(G_t - G_end(node)),
+where [N_j | Z_j] (F, E + 1) is the node read at level j (its key sums ride as one more column of
+the small node states, never as a column of ones beside the (B, H, N, E) values).
+
+As in _featuremap/chunk.py, the work goes block by block so that a block's tensors stay in cache:
+the feature map is applied to a block's rows there, the weights of a chunk are gathered from the
+bit pattern of positions, and the division happens on the block just computed. Blocks are aligned
+runs of 2^b chunks, so that inside a block the queries reading level j < b are strided views (the
+odd halves of its pairs of 2^j chunks) and for j >= b the whole block reads one node or none. The
+backward is written out: queries first (their gradient, the in-chunk keys' and values', and what
+each node receives), then the tree from the top level down, then the keys' share through the
+chunk states. Not causal: a forward and a reversed causal pass, the diagonal counted once.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import partial
-from typing import Callable
+from functools import lru_cache
 
 import torch
 import torch.nn.functional as F
 
-from methods._featuremap.common import DENOMINATOR_EPS, divide_by_denominator
+from methods._featuremap.blocks import EluPlusOne
+from methods._featuremap.common import DENOMINATOR_EPS
 from methods.base import MethodError
 from methods.loglinear.levels import level_matrix
 
-@dataclass(frozen=True)
-class FenwickTree:
-    """Sums of aligned blocks of chunks: ``blocks[j]`` (B, H, chunks >> j, F, E + 1) sums 2^j chunks.
-
-    With decay each block is decayed to its last key, whose cumulative gate is ``ends[j]``
-    (B, H, chunks >> j); ``ends`` is None without decay.
-    """
-
-    blocks: list[torch.Tensor]
-    ends: list[torch.Tensor] | None
-
-
-# intra(phi_q, phi_k, v, level_weights (levels 0..c), cumulative gates or None, chunk_size) and
-# inter(phi_q, tree, level_weights (chunk levels j = 0.., i.e. levels c+1..), cumulative gates or
-# None, chunk_size) both return (B, H, N, E + 1): numerator columns then the denominator.
-IntraPart = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, "torch.Tensor | None", int], torch.Tensor]
-InterPart = Callable[[torch.Tensor, FenwickTree, torch.Tensor, "torch.Tensor | None", int], torch.Tensor]
-
-
-@dataclass(frozen=True)
-class ChunkParts:
-    """The two per-query products of the chunked form."""
-
-    intra: IntraPart
-    inter: InterPart
+# Tokens of one head handled together (see _featuremap/chunk.py): a power of two of chunks.
+SEGMENT_TOKENS = 2048
 
 
 def check_chunk_size(chunk_size: int) -> None:
@@ -59,123 +46,103 @@ def check_chunk_size(chunk_size: int) -> None:
         raise MethodError(f"loglinear: chunk_size must be a power of two >= 16, got {chunk_size!r}")
 
 
-def torch_intra(phi_q, phi_k, v, level_weights, cumulative_gates, chunk_size):
-    """Dense level-weighted (and decayed) causal attention inside each chunk, batched over chunks."""
-    batch, heads, n, features = phi_q.shape
-    chunks = n // chunk_size
-    q = phi_q.view(batch, heads, chunks, chunk_size, features)
-    k = phi_k.view(batch, heads, chunks, chunk_size, features)
-    values = F.pad(v, (0, 1), value=1.0).view(batch, heads, chunks, chunk_size, -1)
-    lam = level_weights.reshape(batch, heads, chunks, chunk_size, -1)
-    # one_hot[t, s, l] = [level(t, s) == l]; the -1 above the diagonal matches no level, so the
-    # product with it is also the causal mask.
-    levels = level_matrix(chunk_size, device=phi_q.device)
-    one_hot = (levels[..., None] == torch.arange(lam.shape[-1], device=phi_q.device)).float()
-    scores = (q @ k.transpose(-1, -2)) * torch.einsum("bhcti,tsi->bhcts", lam, one_hot)
-    if cumulative_gates is not None:
-        g = cumulative_gates.view(batch, heads, chunks, chunk_size)
-        exponent = (g[..., :, None] - g[..., None, :]).masked_fill(levels < 0, float("-inf"))
-        scores = scores * torch.exp(exponent)
-    return (scores @ values).view(batch, heads, n, -1)
+def levels_used(n: int) -> int:
+    """How many level weights a sequence of n tokens reads: levels 0 .. bit_length(n - 1)."""
+    return (n - 1).bit_length() + 1
 
 
-def _odd_halves(x: torch.Tensor, pairs: int, size: int) -> torch.Tensor:
-    """Tokens of the odd blocks of ``pairs`` block pairs, as a (B, H, pairs, size, ...) view."""
-    return x[:, :, : 2 * pairs * size].unflatten(2, (pairs, 2, size))[:, :, :, 1]
+# -- the plan: aligned blocks of chunks -----------------------------------------------------------
+@dataclass(frozen=True)
+class Block:
+    """Chunks [first_chunk, first_chunk + chunks) of the heads ``heads``, each ``length`` tokens:
+    tokens [start, stop). ``chunks`` is a power of two and divides ``first_chunk``."""
+
+    heads: slice
+    first_chunk: int
+    chunks: int
+    length: int
+    start: int
+    stop: int
 
 
-def _tail(x: torch.Tensor, start: int) -> torch.Tensor:
-    """Tokens from ``start`` on, as a (B, H, 1, N - start, ...) view."""
-    return x[:, :, start:].unsqueeze(2)
+def plan_blocks(heads: int, n: int, chunk_size: int) -> list[list[Block]]:
+    """Groups of blocks sharing their heads. Several heads go together only in blocks of whole
+    heads (a power of two of chunks, no shorter last chunk) or of one chunk each: then a block's
+    rows flatten to (heads * chunks, length, X) without a copy."""
+    full, tail = divmod(n, chunk_size)
+    group = max(1, SEGMENT_TOKENS // n) if n <= SEGMENT_TOKENS else 1
+    cap = max(1, SEGMENT_TOKENS // chunk_size)
+    plans = []
+    for h in range(0, heads, group):
+        hs = slice(h, min(h + group, heads))
+        runs = []  # (first chunk, chunks) aligned dyadic runs covering the full chunks
+        if hs.stop - hs.start > 1 and not (tail == 0 and full & (full - 1) == 0):
+            runs = [(c, 1) for c in range(full)]
+        else:
+            c = 0
+            while c < full:
+                size = min(cap, 1 << ((full - c).bit_length() - 1))
+                while c % size:
+                    size //= 2
+                runs.append((c, size))
+                c += size
+        blocks = [Block(hs, c, size, chunk_size, c * chunk_size, (c + size) * chunk_size) for c, size in runs]
+        if tail:
+            blocks.append(Block(hs, full, 1, tail, full * chunk_size, n))
+        plans.append(blocks)
+    return plans
 
 
-def torch_inter(phi_q, tree, level_weights, cumulative_gates, chunk_size):
-    """Per chunk level j, the tokens of every odd block of 2^j chunks read the even block before it.
-
-    Absent buckets are never touched: each level costs half the tokens, and the tokens sharing a
-    bucket are strided views of the sequence, so no state is copied per chunk.
-    """
-    batch, heads, n, _ = phi_q.shape
-    out = phi_q.new_zeros(batch, heads, n, tree.blocks[0].shape[-1])
-    for j, blocks in enumerate(tree.blocks):
-        size = chunk_size << j
-        pairs, rest = divmod(n, 2 * size)
-        # (token selector, the even blocks read): whole pairs of blocks, then a partial odd block
-        # at the end that reads the whole even block before it.
-        segments = []
-        if pairs:
-            segments.append((partial(_odd_halves, pairs=pairs, size=size), 0, 2 * pairs))
-        if rest > size:
-            segments.append((partial(_tail, start=2 * pairs * size + size), 2 * pairs, 2 * pairs + 1))
-        for odd, first, stop in segments:
-            scale = odd(level_weights[..., j])
-            if cumulative_gates is not None:
-                scale = scale * torch.exp(odd(cumulative_gates) - tree.ends[j][:, :, first:stop:2, None])
-            odd(out).add_((odd(phi_q) * scale[..., None]) @ blocks[:, :, first:stop:2])
-    return out
+def _rows(x: torch.Tensor, block: Block) -> torch.Tensor:
+    """The block's rows of a (heads, N, X) tensor as (heads in block * chunks, length, X): a view."""
+    return x[block.heads, block.start : block.stop].view(-1, block.length, x.shape[-1])
 
 
-TORCH_PARTS = ChunkParts(intra=torch_intra, inter=torch_inter)
+def _token_rows(x: torch.Tensor, block: Block) -> torch.Tensor:
+    """The block's entries of a (heads, N) tensor as (heads in block * chunks, length): a view."""
+    return x[block.heads, block.start : block.stop].view(-1, block.length)
 
 
-def fenwick_tree(phi_k: torch.Tensor, v: torch.Tensor, cumulative_gates: torch.Tensor | None, chunk_size: int) -> FenwickTree:
-    """The block sums of every chunk level below the top: O(N) work by pairwise sums.
+@dataclass(frozen=True)
+class Reader:
+    """The queries of a block that read level j, and the nodes they read: ``rows(x)`` views a
+    (heads, N, ...) tensor as (R, S, ...), one node per leading index; ``nodes`` indexes the level."""
 
-    A block's state is sum_s exp(G_end - G_s) phi_k(s) [v_s, 1]^T with G_end the cumulative gate
-    at its last key; a query then applies exp(G_t - G_end), never a positive exponent.
-    """
-    batch, heads, n, features = phi_k.shape
-    chunks = n // chunk_size
-    values = F.pad(v, (0, 1), value=1.0).view(batch, heads, chunks, chunk_size, -1)
-    k = phi_k.view(batch, heads, chunks, chunk_size, features)
-    ends = None
-    if cumulative_gates is not None:
-        g = cumulative_gates.view(batch, heads, chunks, chunk_size)
-        ends = g[..., -1]
-        k = k * torch.exp(ends[..., None] - g)[..., None]
-    blocks = [k.transpose(-1, -2) @ values]  # level 0: one chunk each
-    all_ends = None if ends is None else [ends]
-    for _ in range(1, (chunks - 1).bit_length()):
-        # The next level pairs this one's blocks; an odd last block is never a whole bucket.
-        below = blocks[-1]
-        pairs = below.shape[2] // 2
-        first, second = below[:, :, 0 : 2 * pairs : 2], below[:, :, 1 : 2 * pairs : 2]
-        if all_ends is not None:
-            first_end, second_end = all_ends[-1][:, :, 0 : 2 * pairs : 2], all_ends[-1][:, :, 1 : 2 * pairs : 2]
-            first = first * torch.exp(second_end - first_end)[..., None, None]
-            all_ends.append(second_end)
-        blocks.append(first + second)
-    return FenwickTree(blocks, all_ends)
+    level: int
+    block: Block
+    pairs: int  # > 0: odd halves of pairs of 2^j chunks; 0: the whole block reads one node
+    node: int  # the first node read
+
+    def rows(self, x: torch.Tensor) -> torch.Tensor:
+        b = self.block
+        rows = x[b.heads, b.start : b.stop]
+        if not self.pairs:
+            return rows
+        size = b.length << self.level
+        odd = rows.unflatten(1, (self.pairs, 2, size))[:, :, 1]
+        return odd.view(-1, size, *x.shape[2:])
+
+    def nodes(self, level: torch.Tensor) -> torch.Tensor:
+        """The nodes read, from a (heads, nodes, ...) tensor: (R, ...), a view."""
+        b = self.block
+        if not self.pairs:
+            return level[b.heads, self.node]
+        picked = level[b.heads, self.node : self.node + 2 * self.pairs : 2]
+        return picked.view(-1, *level.shape[2:])
 
 
-def causal_parts(
-    phi_q: torch.Tensor,
-    phi_k: torch.Tensor,
-    v: torch.Tensor,
-    level_weights: torch.Tensor,
-    log_gates: torch.Tensor | None,
-    chunk_size: int,
-    parts: ChunkParts,
-) -> torch.Tensor:
-    """Causal numerator and denominator (B, H, N, E + 1) in float32."""
-    n = phi_q.shape[2]
-    pad = -n % chunk_size
-    # Zero rows past the end: padded keys add nothing, padded queries are cut off below.
-    phi_q, phi_k, v, level_weights = (F.pad(t.float(), (0, 0, 0, pad)) for t in (phi_q, phi_k, v, level_weights))
-    in_chunk_levels = chunk_size.bit_length()  # levels 0..c
-    needed = max(in_chunk_levels, (n + pad - 1).bit_length() + 1)
-    # Levels beyond the given ones only ever pair padding with padding: weight them 0.
-    level_weights = F.pad(level_weights, (0, max(0, needed - level_weights.shape[-1])))
-    cumulative = None if log_gates is None else F.pad(log_gates.float(), (0, pad)).cumsum(-1)
-
-    out = parts.intra(phi_q, phi_k, v, level_weights[..., :in_chunk_levels].contiguous(), cumulative, chunk_size)
-    if n + pad > chunk_size:
-        tree = fenwick_tree(phi_k, v, cumulative, chunk_size)
-        between = level_weights[..., in_chunk_levels : in_chunk_levels + len(tree.blocks)]
-        out = out + parts.inter(phi_q, tree, between, cumulative, chunk_size)
-    return out[:, :, :n]
+def readers(block: Block, num_levels: int) -> list[Reader]:
+    """For each chunk level j, the block's queries that read it (none when no chunk has bit j)."""
+    found = []
+    for j in range(num_levels):
+        if (1 << j) < block.chunks:
+            found.append(Reader(j, block, block.chunks >> (j + 1), 2 * (block.first_chunk >> (j + 1))))
+        elif block.first_chunk >> j & 1:
+            found.append(Reader(j, block, 0, (block.first_chunk >> j) - 1))
+    return found
 
 
+# -- the public entry points ----------------------------------------------------------------------
 def loglinear_attention_chunk(
     phi_q: torch.Tensor,
     phi_k: torch.Tensor,
@@ -185,15 +152,331 @@ def loglinear_attention_chunk(
     causal: bool = True,
     eps: float = DENOMINATOR_EPS,
     chunk_size: int = 64,
-    parts: ChunkParts = TORCH_PARTS,
+    feature_map=None,
 ) -> torch.Tensor:
-    """Same result as ``naive.loglinear_attention`` in O(N log N) time; returns float32."""
+    """Same result as ``naive.loglinear_attention`` in O(N log N) time; returns float32.
+
+    ``phi_q``, ``phi_k`` are features, or with ``feature_map`` (a block map of
+    _featuremap/blocks.py) the inputs that map turns into features block by block."""
     check_chunk_size(chunk_size)
-    both = causal_parts(phi_q, phi_k, v, level_weights, log_gates, chunk_size, parts)
-    if not causal:
-        flip = lambda t: None if t is None else t.flip(2)  # noqa: E731
-        reversed_pass = causal_parts(flip(phi_q), flip(phi_k), flip(v), flip(level_weights), flip(log_gates), chunk_size, parts)
-        # The diagonal is in both passes; count it once (its decay factor is exp(0) = 1).
-        diagonal = level_weights[..., 0].float() * (phi_q.float() * phi_k.float()).sum(-1)
-        both = both + reversed_pass.flip(2) - diagonal[..., None] * F.pad(v.float(), (0, 1), value=1.0)
-    return divide_by_denominator(both[..., :-1], both[..., -1], eps)
+    batch, heads, n, _ = phi_q.shape
+    if feature_map is None:
+        feature_map = _GIVEN
+        phi_q, phi_k = phi_q.float(), phi_k.float()
+    cumulative = None if log_gates is None else log_gates.float().cumsum(-1)
+    level_weights = level_weights.float()
+    flat = lambda t: None if t is None else t.reshape(batch * heads, n, *t.shape[3:])  # noqa: E731
+    args = (feature_map, chunk_size, eps)
+    if causal:
+        out, _ = _CausalLogLinear.apply(flat(phi_q), flat(phi_k), flat(v), flat(level_weights), flat(cumulative),
+                                         True, *args)
+        return out.view(batch, heads, n, -1)
+    flip = lambda t: None if t is None else flat(t).flip(1)  # noqa: E731
+    num, den = _CausalLogLinear.apply(flat(phi_q), flat(phi_k), flat(v), flat(level_weights), flat(cumulative),
+                                      False, *args)
+    # The reversed pass: its gates are the reversed sequence's own cumulative sums.
+    reversed_gates = None if log_gates is None else flip(log_gates.float()).cumsum(-1)
+    num_r, den_r = _CausalLogLinear.apply(flip(phi_q), flip(phi_k), flip(v), flip(level_weights), reversed_gates,
+                                          False, *args)
+    # The diagonal is in both passes; count it once (its decay factor is exp(0) = 1).
+    phi_q_full, phi_k_full = (feature_map.full(t) for t in (phi_q, phi_k))
+    diagonal = flat(level_weights[..., :1])[..., 0] * torch.linalg.vecdot(flat(phi_q_full), flat(phi_k_full))
+    num = num + num_r.flip(1) - diagonal.unsqueeze(-1) * flat(v).float()
+    den = den + den_r.flip(1) - diagonal + eps
+    return (num / den.unsqueeze(-1)).view(batch, heads, n, -1)
+
+
+class _Given:
+    """Features handed in as they are."""
+
+    identity = True
+
+    @staticmethod
+    def full(x: torch.Tensor) -> torch.Tensor:
+        return x
+
+    @staticmethod
+    def backward(x, phi, grad_phi):
+        return grad_phi
+
+
+_GIVEN = _Given()
+
+
+class EluFeatures(EluPlusOne):
+    """elu + 1 block by block, and on whole tensors for the diagonal of the non-causal form."""
+
+    @staticmethod
+    def full(x: torch.Tensor) -> torch.Tensor:
+        return F.elu(x.float()) + 1.0
+
+
+# -- the causal core ----------------------------------------------------------------------------
+@lru_cache(maxsize=None)
+def _level_index(length: int, device: torch.device) -> torch.Tensor:
+    """(length, length) in-chunk levels of key s for query t, 0 above the diagonal (masked later);
+    made once per length and device."""
+    return level_matrix(length, device=device).clamp_min_(0)
+
+
+def _decay(gates: torch.Tensor) -> torch.Tensor:
+    """exp(G_t - G_s) for s <= t, 0 above the diagonal; gates (M, L) -> (M, L, L). Masked before
+    exp, so that s > t (positive exponents) cannot overflow."""
+    exponent = gates.unsqueeze(-1) - gates.unsqueeze(-2)
+    return exponent.masked_fill_(torch.ones_like(exponent[0], dtype=torch.bool).triu_(1), float("-inf")).exp_()
+
+
+class _CausalLogLinear(torch.autograd.Function):
+    """(out, den) over (BH, N, .) inputs: with ``normalize`` out = num / den and den includes eps;
+    otherwise out = num and den without eps (the halves of the non-causal form)."""
+
+    @staticmethod
+    def forward(ctx, x_q, x_k, v, lam, gates, normalize, feature_map, chunk_size, eps):
+        bh, n, _ = x_q.shape
+        e = v.shape[-1]
+        f32 = dict(device=x_q.device, dtype=torch.float32)
+        features = x_q.shape[-1] if feature_map.identity else feature_map.num_features
+        phi_q = x_q if feature_map.identity else torch.empty(bh, n, features, **f32)
+        phi_k = x_k if feature_map.identity else torch.empty(bh, n, features, **f32)
+        in_chunk = chunk_size.bit_length()  # levels 0..c inside a chunk of 2^c
+        full = n // chunk_size
+        num_levels = (-(-n // chunk_size) - 1).bit_length()  # chunk levels any query reads
+        plans = plan_blocks(bh, n, chunk_size)
+        out = torch.empty(bh, n, e, **f32)
+        den = torch.empty(bh, n, **f32)
+        scores = torch.empty(bh, n, min(chunk_size, n), **f32)
+        if not feature_map.identity:
+            for blocks in plans:
+                for block in blocks:
+                    feature_map.forward(_rows(x_q, block), _rows(phi_q, block))
+                    feature_map.forward(_rows(x_k, block), _rows(phi_k, block))
+        tree, ends = _build_tree(phi_k, v, gates, plans, full, num_levels, chunk_size)
+        for blocks in plans:
+            for block in blocks:
+                q, k = _rows(phi_q, block), _rows(phi_k, block)
+                values = _rows(v, block).float()
+                a = _rows(scores, block)[..., : block.length]
+                torch.bmm(q, k.transpose(1, 2), out=a)
+                weights = _chunk_weights(_rows(lam, block), gates, block, in_chunk)
+                # tril_, not a 0/1 product: a huge later key may score inf, and inf * 0 is nan.
+                weighted = (a * weights).tril_()
+                o = _rows(out, block)
+                torch.bmm(weighted, values, out=o)
+                d = _token_rows(den, block)
+                torch.sum(weighted, -1, out=d)
+                for reader in readers(block, num_levels):
+                    scale, _ = _reader_scale(reader, lam, gates, ends, in_chunk)
+                    read = torch.bmm(reader.rows(phi_q), reader.nodes(tree[reader.level]))
+                    reader.rows(out).addcmul_(read[..., :e], scale.unsqueeze(-1))
+                    reader.rows(den).addcmul_(read[..., e], scale)
+                if normalize:
+                    d.add_(eps)
+                    o.div_(d.unsqueeze(-1))
+        ctx.save_for_backward(x_q, x_k, v, lam, gates, phi_q, phi_k, out, den, scores, *tree, *ends)
+        ctx.setup = (normalize, feature_map, chunk_size, num_levels)
+        if normalize:
+            ctx.mark_non_differentiable(den)
+        return out, den
+
+    @staticmethod
+    def backward(ctx, grad_out, grad_den):
+        x_q, x_k, v, lam, gates, phi_q, phi_k, out, den, scores, *rest = ctx.saved_tensors
+        normalize, feature_map, chunk_size, num_levels = ctx.setup
+        tree, ends = rest[:num_levels], rest[num_levels:] if gates is not None else None
+        bh, n, e = out.shape
+        features = phi_q.shape[-1]
+        in_chunk = chunk_size.bit_length()
+        full = n // chunk_size
+        plans = plan_blocks(bh, n, chunk_size)
+        grad_out = grad_out.contiguous()
+        if not normalize:
+            grad_den = torch.zeros_like(den) if grad_den is None else grad_den.contiguous()
+        grad_q = torch.empty_like(x_q)
+        # The keys' feature gradients, in float32 until the chunk states have added theirs.
+        grad_phi_k = torch.empty(bh, n, features, device=x_q.device, dtype=torch.float32)
+        grad_v = torch.empty(bh, n, e, device=v.device, dtype=torch.float32)
+        grad_lam = torch.zeros_like(lam)
+        grad_gates = None if gates is None else torch.zeros_like(gates)
+        grad_tree = [torch.zeros_like(t) for t in tree]
+        grad_ends = None if gates is None else [torch.zeros_like(t) for t in ends]
+        for blocks in plans:
+            for block in blocks:
+                q, k = _rows(phi_q, block), _rows(phi_k, block)
+                values = _rows(v, block).float()
+                if normalize:
+                    d = _token_rows(den, block).unsqueeze(-1)
+                    g = _rows(grad_out, block).float() / d
+                    r = torch.linalg.vecdot(g, _rows(out, block)).neg_()
+                else:
+                    g, r = _rows(grad_out, block).float(), _token_rows(grad_den, block)
+                # d [num | den], the gradient every node product sends back.
+                both = torch.cat([g, r.unsqueeze(-1)], -1)
+                a = _rows(scores, block)[..., : block.length]
+                weights = _chunk_weights(_rows(lam, block), gates, block, in_chunk)
+                weighted = (a * weights).tril_()
+                grad_weighted = torch.bmm(g, values.transpose(1, 2)).add_(r.unsqueeze(-1)).tril_()
+                grad_scores = grad_weighted * weights
+                dq = torch.bmm(grad_scores, k)
+                torch.bmm(grad_scores.transpose(1, 2), q, out=_rows(grad_phi_k, block))
+                torch.bmm(weighted.transpose(1, 2), g, out=_rows(grad_v, block))
+                # weights = lambda_t[level] * decay: lambda's share sums over the keys of each level.
+                through_weights = grad_weighted * a
+                if gates is not None:
+                    decay = _decay(_token_rows(gates, block))
+                    through_weights.mul_(decay)
+                    # d/dG_t of exp(G_t - G_s) is +weighted, d/dG_s is -weighted.
+                    exponent = (grad_weighted * weighted)
+                    _token_rows(grad_gates, block).add_(exponent.sum(-1)).sub_(exponent.sum(-2))
+                index = _level_index(block.length, q.device).expand_as(through_weights)
+                _rows(grad_lam, block)[..., : weights_levels(block.length)].scatter_add_(
+                    2, index, through_weights.tril_())
+                dq_rows = dq.view(-1, block.stop - block.start, features)  # (heads, rows, F)
+                for reader in readers(block, num_levels):
+                    scale, decay = _reader_scale(reader, lam, gates, ends, in_chunk)
+                    node = reader.nodes(tree[reader.level])
+                    back = torch.bmm(_reader_rows(reader, both), node.transpose(1, 2))  # (R, S, F)
+                    grad_scale = torch.linalg.vecdot(back, reader.rows(phi_q))
+                    _reader_rows(reader, dq_rows).addcmul_(back, scale.unsqueeze(-1))
+                    reader.nodes(grad_tree[reader.level]).baddbmm_(
+                        reader.rows(phi_q).transpose(1, 2), _reader_rows(reader, both) * scale.unsqueeze(-1))
+                    if gates is None:
+                        reader.rows(grad_lam)[..., in_chunk + reader.level].add_(grad_scale)
+                    else:
+                        reader.rows(grad_lam)[..., in_chunk + reader.level].addcmul_(grad_scale, decay)
+                        through = grad_scale * scale  # d/d(exponent G_t - G_end)
+                        reader.rows(grad_gates).add_(through)
+                        reader.nodes(grad_ends[reader.level]).sub_(through.sum(-1))
+                _rows(grad_q, block).copy_(feature_map.backward(_rows(x_q, block), q, dq))
+        grad_chunks, grad_chunk_ends = _tree_backward(tree, ends, grad_tree, grad_ends)
+        for blocks in plans:
+            for block in blocks:
+                k = _rows(phi_k, block)
+                dk = _rows(grad_phi_k, block)
+                if block.first_chunk < full and grad_chunks is not None:
+                    _chunk_state_backward(k, _rows(v, block).float(), gates, block, grad_chunks, grad_chunk_ends,
+                                          dk, _rows(grad_v, block), grad_gates, e)
+                _rows(grad_phi_k, block).copy_(feature_map.backward(_rows(x_k, block), k, dk))
+        if gates is not None and grad_chunk_ends is not None:
+            # A chunk state's end is the gate at its last token.
+            grad_gates[:, chunk_size - 1 : full * chunk_size : chunk_size] += grad_chunk_ends
+        return (grad_q, grad_phi_k.to(x_k.dtype), grad_v.to(v.dtype), grad_lam, grad_gates,
+                None, None, None, None)
+
+
+def weights_levels(length: int) -> int:
+    """Level weights a chunk of ``length`` tokens reads inside itself: 0 .. bit_length(length - 1)."""
+    return (length - 1).bit_length() + 1
+
+
+def _chunk_weights(lam_rows: torch.Tensor, gates: torch.Tensor | None, block: Block, in_chunk: int) -> torch.Tensor:
+    """(M, L, L) weights lambda_t[level(t, s)] (times exp(G_t - G_s) with decay); not yet masked."""
+    index = _level_index(block.length, lam_rows.device)
+    weights = lam_rows[..., : weights_levels(block.length)].gather(2, index.expand(lam_rows.shape[0], -1, -1))
+    if gates is not None:
+        weights.mul_(_decay(_token_rows(gates, block)))
+    return weights
+
+
+def _reader_rows(reader: Reader, block_local: torch.Tensor) -> torch.Tensor:
+    """``reader.rows`` of a block-local (heads in block * chunks, length, X) tensor."""
+    b = reader.block
+    heads = b.heads.stop - b.heads.start if b.heads.stop is not None else None
+    as_heads = block_local.reshape(heads, b.stop - b.start, block_local.shape[-1])
+    local = Block(slice(None), b.first_chunk, b.chunks, b.length, 0, b.stop - b.start)
+    return Reader(reader.level, local, reader.pairs, reader.node).rows(as_heads)
+
+
+def _reader_scale(reader: Reader, lam, gates, ends, in_chunk: int) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """(s_tj, exp(G_t - G_end(node))) of the reader's queries, (R, S) each:
+    s_tj = lambda_t[c + 1 + j] * exp(G_t - G_end(node)); the decay is None without gates."""
+    scale = reader.rows(lam)[..., in_chunk + reader.level]
+    if gates is None:
+        return scale, None
+    # Gates are <= 0, so G_t <= G_end: never a positive exponent.
+    decay = torch.exp(reader.rows(gates) - reader.nodes(ends[reader.level]).unsqueeze(-1))
+    return scale * decay, decay
+
+
+def _build_tree(phi_k, v, gates, plans, full: int, num_levels: int, chunk_size: int):
+    """The nodes [N | Z] (BH, full >> j, F, E + 1) of every chunk level, and with decay the
+    cumulative gate at each node's last key (BH, full >> j)."""
+    bh, n, features = phi_k.shape
+    e = v.shape[-1]
+    if not num_levels:
+        return [], []
+    chunks = torch.empty(bh, full, features, e + 1, device=phi_k.device, dtype=torch.float32)
+    chunk_ends = None if gates is None else gates[:, chunk_size - 1 : full * chunk_size : chunk_size]
+    for blocks in plans:
+        for block in blocks:
+            if block.first_chunk >= full:  # the shorter last chunk: nothing reads it
+                continue
+            k = _chunk_keys(_rows(phi_k, block), gates, block, chunk_ends)
+            state = chunks[block.heads, block.first_chunk : block.first_chunk + block.chunks].view(-1, features, e + 1)
+            torch.bmm(k.transpose(1, 2), _rows(v, block).float(), out=state[..., :e])
+            torch.sum(k, 1, out=state[..., e])
+    tree, ends = [chunks], [] if gates is None else [chunk_ends]
+    for _ in range(1, num_levels):
+        below = tree[-1]
+        pairs = below.shape[1] // 2
+        first, second = below[:, 0 : 2 * pairs : 2], below[:, 1 : 2 * pairs : 2]
+        if gates is not None:
+            first_end, second_end = ends[-1][:, 0 : 2 * pairs : 2], ends[-1][:, 1 : 2 * pairs : 2]
+            first = first * torch.exp(second_end - first_end)[..., None, None]
+            ends.append(second_end)
+        tree.append(first + second)
+    return tree, ends
+
+
+def _chunk_keys(k: torch.Tensor, gates, block: Block, chunk_ends) -> torch.Tensor:
+    """A block's keys decayed to the end of their chunk: k_s exp(G_end - G_s) (or k as it is)."""
+    if gates is None:
+        return k
+    g = _token_rows(gates, block)
+    end = chunk_ends[block.heads, block.first_chunk : block.first_chunk + block.chunks].reshape(-1, 1)
+    return k * torch.exp(end - g).unsqueeze(-1)
+
+
+def _tree_backward(tree, ends, grad_tree, grad_ends):
+    """The nodes' gradients sent down to the chunk states (and to the nodes' ends with decay)."""
+    if not tree:
+        return None, None
+    grad_tree = list(grad_tree)
+    for j in range(len(tree) - 1, 0, -1):
+        below, grad = tree[j - 1], grad_tree[j]
+        pairs = grad.shape[1]
+        grad_first, grad_second = grad_tree[j - 1][:, 0 : 2 * pairs : 2], grad_tree[j - 1][:, 1 : 2 * pairs : 2]
+        grad_second += grad
+        if ends is None:
+            grad_first += grad
+            continue
+        first_end, second_end = ends[j - 1][:, 0 : 2 * pairs : 2], ends[j - 1][:, 1 : 2 * pairs : 2]
+        factor = torch.exp(second_end - first_end)
+        grad_first += grad * factor[..., None, None]
+        through = (grad * below[:, 0 : 2 * pairs : 2]).sum((-2, -1)) * factor
+        grad_ends[j - 1][:, 1 : 2 * pairs : 2] += through + grad_ends[j]  # a node's end is its second half's
+        grad_ends[j - 1][:, 0 : 2 * pairs : 2] -= through
+    return grad_tree[0], None if ends is None else grad_ends[0]
+
+
+def _chunk_state_backward(k, values, gates, block, grad_chunks, grad_chunk_ends, dk, dv, grad_gates, e) -> None:
+    """Add the chunk states' share to a block's key and value gradients (in place)."""
+    features = k.shape[-1]
+    grad_state = grad_chunks[block.heads, block.first_chunk : block.first_chunk + block.chunks].reshape(-1, features, e + 1)
+    decayed = k
+    if gates is not None:
+        g = _token_rows(gates, block)
+        chunk_ends = gates[:, block.length - 1 :: block.length]
+        end = chunk_ends[block.heads, block.first_chunk : block.first_chunk + block.chunks].reshape(-1, 1)
+        weight = torch.exp(end - g)
+        decayed = k * weight.unsqueeze(-1)
+    # state = decayed^T [v, 1]: d decayed = [v, 1] d state^T, d v = decayed d N.
+    grad_decayed = torch.baddbmm(grad_state[..., e].unsqueeze(1), values, grad_state[..., :e].transpose(1, 2))
+    dv.baddbmm_(decayed, grad_state[..., :e])
+    if gates is None:
+        dk.add_(grad_decayed)
+        return
+    dk.addcmul_(grad_decayed, weight.unsqueeze(-1))
+    through = torch.linalg.vecdot(grad_decayed, decayed)  # d/d(G_end - G_s)
+    _token_rows(grad_gates, block).sub_(through)
+    grad_chunk_ends[block.heads, block.first_chunk : block.first_chunk + block.chunks].add_(
+        through.sum(-1).view(-1, block.chunks))

@@ -17,8 +17,8 @@ from torch import nn
 
 from methods._featuremap.maps import elu_plus_one
 from methods.base import AttentionMethod, MethodError
-from methods.loglinear import recurrent
-from methods.loglinear.chunk import check_chunk_size, loglinear_attention_chunk
+from methods.loglinear import flops, recurrent
+from methods.loglinear.chunk import EluFeatures, check_chunk_size, levels_used, loglinear_attention_chunk
 from methods.loglinear.levels import check_length, max_length
 from methods.loglinear.naive import loglinear_attention
 from methods.registry import register
@@ -33,6 +33,7 @@ OPTIONS: dict[str, Any] = {
     "num_heads": None,
 }
 FEATURE_MAPS = {"elu": elu_plus_one}
+FEATURE_BLOCK_MAPS = {"elu": EluFeatures}  # the same maps, block by block (chunk.py)
 # softplus(log(e - 1)) = 1: every level weight starts at exactly one.
 LEVEL_BIAS_INIT = math.log(math.e - 1)
 # sigmoid(log 255) = 255/256: decay starts close to none (half-life ~177 tokens) and is learned.
@@ -85,10 +86,13 @@ class LogLinearAttention(AttentionMethod):
             raise MethodError(f"loglinear: built with num_heads={self.num_heads}, inputs have {heads} heads")
         return parameter
 
-    def level_weights(self, q: torch.Tensor) -> torch.Tensor:
-        """lambda (B, H, N, num_levels) = softplus(q W + b), float32, positive."""
+    def level_weights(self, q: torch.Tensor, levels: int | None = None) -> torch.Tensor:
+        """lambda (B, H, N, num_levels) = softplus(q W + b), float32, positive; only the first
+        ``levels`` of them when given (a sequence of N tokens reads levels_used(N))."""
         heads = q.shape[1]
         weight, bias = self._per_head(self.level_weight, heads), self._per_head(self.level_bias, heads)
+        if levels is not None:
+            weight, bias = weight[..., :levels], bias[..., :levels]
         return F.softplus(torch.einsum("bhnd,hdl->bhnl", q.float(), weight) + bias[:, None, :])
 
     def log_gates(self, k: torch.Tensor) -> torch.Tensor | None:
@@ -108,12 +112,38 @@ class LogLinearAttention(AttentionMethod):
             "log_gates": self.log_gates(k),
         }
 
+    # -- what it costs ------------------------------------------------------------------------------
+    def resolved_options(self):
+        return {**self.options, "num_features": self.head_dim, "max_length": self.max_length}
+
+    def head_flops(self, n, value_dim, causal, impl):
+        """See methods/loglinear/flops.py: the core as each implementation computes it, plus the
+        level weights (chunk: the levels a sequence of n tokens reads; the others: all) and gates."""
+        if impl == "naive":
+            return flops.naive_flops(n, self.head_dim, value_dim, self.num_levels, self.decay, causal)
+        if impl == "chunk":  # only the levels the sequence reads (the others would be unused)
+            levels = min(self.num_levels, levels_used(n))
+            return flops.chunk_flops(n, self.head_dim, value_dim, self.chunk_size, levels, self.decay, causal)
+        return flops.triton_flops(n, self.head_dim, value_dim, self.chunk_size, self.num_levels, self.decay, causal)
+
+    def state_bytes(self, batch, heads, n, value_dim, dtype=torch.float32):
+        """The levels layout after n tokens: one float32 (kv (B,H,F,E), z (B,H,F)) pair per set bit of
+        n, plus the int64 position and the four int64 sizes."""
+        per_level = batch * heads * self.head_dim * (value_dim + 1) * 4
+        return bin(n).count("1") * per_level + 8 + 4 * 8
+
     # -- the parallel form ------------------------------------------------------------------------
     def _forward_naive(self, q, k, v, causal):
         return loglinear_attention(v=v, causal=causal, **self._features(q, k)).to(q.dtype)
 
     def _forward_chunk(self, q, k, v, causal):
-        out = loglinear_attention_chunk(v=v, causal=causal, chunk_size=self.chunk_size, **self._features(q, k))
+        # The feature map is applied block by block inside (chunk.py); only the levels N reads.
+        n = q.shape[2]
+        check_length(n, self.num_levels)
+        out = loglinear_attention_chunk(
+            q, k, v, self.level_weights(q, levels_used(n)), self.log_gates(k), causal=causal,
+            chunk_size=self.chunk_size, feature_map=FEATURE_BLOCK_MAPS[self.feature_map_name](self.head_dim),
+        )
         return out.to(q.dtype)
 
     def _forward_triton(self, q, k, v, causal):
@@ -124,14 +154,30 @@ class LogLinearAttention(AttentionMethod):
         return out.to(q.dtype)
 
     # -- the recurrent form -----------------------------------------------------------------------
-    def init_state(self, batch, heads, head_dim, value_dim, device=None, dtype=None):
+    def init_state(self, batch, heads, head_dim, value_dim, device=None, dtype=None, max_length=None):
+        """The empty decoding state. Without ``max_length``: the levels layout (only live levels,
+        bytes growing as log T). With it: the fixed layout for up to ``max_length`` tokens, whose
+        ``step`` is a fixed sequence of device operations (CUDA-graph capturable); see recurrent.py."""
         if head_dim != self.head_dim:
             raise MethodError(f"loglinear: built with head_dim={self.head_dim}, init_state got {head_dim}")
         # Running sums are float32 whatever the input dtype, so dtype changes nothing.
-        return recurrent.init_state(batch, heads, head_dim, value_dim, device=device)
+        if max_length is None:
+            return recurrent.init_state(batch, heads, head_dim, value_dim, device=device)
+        self._check_max_length(max_length)
+        return recurrent.init_fixed_state(batch, heads, head_dim, value_dim, max_length, device=device)
 
-    def prefill_state(self, k, v):
-        return recurrent.prompt_state(self, k, v)
+    def prefill_state(self, k, v, max_length=None):
+        """The state after the prompt k, v; in the fixed layout for up to ``max_length`` tokens when given."""
+        state = recurrent.prompt_state(self, k, v)
+        if max_length is None:
+            return state
+        self._check_max_length(max_length)
+        return recurrent.to_fixed(state, max_length, device=k.device)
+
+    def _check_max_length(self, max_length) -> None:
+        if not isinstance(max_length, int) or isinstance(max_length, bool) or max_length < 1:
+            raise MethodError(f"loglinear: max_length must be a positive integer, got {max_length!r}")
+        check_length(max_length, self.num_levels)
 
     def step(self, q_t, k_t, v_t, state):
         if q_t.dim() != 3 or k_t.shape != q_t.shape or v_t.dim() != 3 or v_t.shape[:2] != q_t.shape[:2]:
@@ -141,15 +187,14 @@ class LogLinearAttention(AttentionMethod):
             )
         q, k = q_t.unsqueeze(2), k_t.unsqueeze(2)
         gates = self.log_gates(k)
-        out, state = recurrent.step_features(
-            self.feature_map(q_t, "query"),
-            self.feature_map(k_t, "key"),
-            v_t,
-            self.level_weights(q).squeeze(2),
-            None if gates is None else gates.squeeze(2),
-            state,
-            self.num_levels,
-        )
+        phi_q, phi_k = self.feature_map(q_t, "query"), self.feature_map(k_t, "key")
+        level_weights = self.level_weights(q).squeeze(2)
+        gate = None if gates is None else gates.squeeze(2)
+        if recurrent.is_fixed(state):
+            recurrent.check_fixed_state(state, phi_q, v_t, self.num_levels)
+            out, state = recurrent.fixed_step(phi_q, phi_k, v_t, level_weights, gate, state)
+        else:
+            out, state = recurrent.step_features(phi_q, phi_k, v_t, level_weights, gate, state, self.num_levels)
         return out.to(q_t.dtype), state
 
     live_states = staticmethod(recurrent.live_states)

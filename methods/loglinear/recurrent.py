@@ -6,9 +6,18 @@ new token starts a level-1 bucket and carries merge it with every occupied level
 at most floor(log2 T) + 1 buckets are live. Sums are float32 and, with decay, kept decayed up to the
 last token read.
 
-The state is a dict of tensors: ``position`` (0-d int64, tokens read so far), ``sizes`` (int64
-(B, H, F, E), what the state was made for) and, per occupied level l, ``kv_level{l}`` (B, H, F, E)
-and ``z_level{l}`` (B, H, F).
+Two layouts of the same state:
+
+- levels (``init_state``, ``prompt_state``): a dict of ``position`` (0-d int64, tokens read so
+  far), ``sizes`` (int64 (B, H, F, E), what the state was made for), both kept on the CPU so that
+  reading them never waits for the GPU, and per occupied level l, ``kv_level{l}`` (B, H, F, E) and
+  ``z_level{l}`` (B, H, F). It holds only the live levels (its bytes grow as log T); a step is a
+  Python loop over them.
+- fixed (``init_fixed_state``, ``to_fixed``): ``position`` (0-d int64 on the device), ``kv``
+  (B, H, S, F, E) and ``z`` (B, H, S, F), one slot per level 1..S for up to 2^S - 1 tokens, empty
+  slots exactly zero. ``fixed_step`` is one fixed sequence of device operations whatever the
+  position (no host read, no loop of data-dependent length), so it can be captured in a CUDA graph
+  and replayed token after token.
 """
 
 from __future__ import annotations
@@ -27,8 +36,8 @@ def init_state(
 ) -> dict[str, torch.Tensor]:
     """The empty state: no token read, no bucket yet (the steps create them)."""
     return {
-        "position": torch.zeros((), dtype=torch.int64, device=device),
-        "sizes": torch.tensor([batch, heads, feature_dim, value_dim], dtype=torch.int64, device=device),
+        "position": torch.zeros((), dtype=torch.int64),
+        "sizes": torch.tensor([batch, heads, feature_dim, value_dim], dtype=torch.int64),
     }
 
 
@@ -107,7 +116,7 @@ def step_features(
         kv, z, level = kv + old_kv, z + old_z, level + 1
     buckets[level] = (kv, z)
 
-    new_state = {"position": state["position"] + 1, "sizes": state["sizes"]}
+    new_state = {"position": torch.tensor(position + 1, dtype=torch.int64), "sizes": state["sizes"]}
     for level, (kv, z) in sorted(buckets.items()):
         new_state[f"{_KV}{level}"], new_state[f"{_Z}{level}"] = kv, z
     return out, new_state
@@ -118,7 +127,7 @@ def prompt_state(module, k: torch.Tensor, v: torch.Tensor) -> dict[str, torch.Te
     bucket of the next 2^b tokens at level b + 1, decayed up to the last token."""
     batch, heads, n, dim = k.shape
     state = init_state(batch, heads, dim, v.shape[-1], device=k.device)
-    state["position"] = torch.full_like(state["position"], n)
+    state["position"] = torch.tensor(n, dtype=torch.int64)
     weight = None
     log_gates = module.log_gates(k)
     if log_gates is not None:  # key s is decayed by the gates of every token after it
@@ -133,3 +142,90 @@ def prompt_state(module, k: torch.Tensor, v: torch.Tensor) -> dict[str, torch.Te
                 None if weight is None else weight[:, :, bucket])
             start += 1 << bit
     return state
+
+
+# -- the fixed layout: every level preallocated, a step without host syncs ------------------------
+FIXED_KEYS = {"position", "kv", "z"}
+
+
+def fixed_slots(max_length: int) -> int:
+    """Slots (levels 1..S) a state needs to read ``max_length`` tokens: S = bit_length(max_length)."""
+    return max(1, max_length.bit_length())
+
+
+def init_fixed_state(batch: int, heads: int, feature_dim: int, value_dim: int, max_length: int,
+                     device: torch.device | str | None = None) -> dict[str, torch.Tensor]:
+    """The empty fixed-layout state for up to ``max_length`` tokens."""
+    slots = fixed_slots(max_length)
+    return {
+        "position": torch.zeros((), dtype=torch.int64, device=device),
+        "kv": torch.zeros(batch, heads, slots, feature_dim, value_dim, device=device),
+        "z": torch.zeros(batch, heads, slots, feature_dim, device=device),
+    }
+
+
+def to_fixed(state: dict[str, torch.Tensor], max_length: int, device: torch.device | str | None = None) -> dict[str, torch.Tensor]:
+    """The fixed layout of a levels-layout ``state`` (e.g. from ``prompt_state``), for up to ``max_length`` tokens."""
+    batch, heads, features, value_dim = (int(x) for x in state["sizes"])
+    position = int(state["position"])
+    if position > max_length:
+        raise MethodError(f"loglinear: a state after {position} tokens does not fit max_length={max_length}")
+    fixed = init_fixed_state(batch, heads, features, value_dim, max_length, device=device)
+    fixed["position"].fill_(position)
+    for level in _levels(state):
+        fixed["kv"][:, :, level - 1] = state[f"{_KV}{level}"]
+        fixed["z"][:, :, level - 1] = state[f"{_Z}{level}"]
+    return fixed
+
+
+def is_fixed(state: object) -> bool:
+    return isinstance(state, dict) and set(state) == FIXED_KEYS
+
+
+def check_fixed_state(state: dict[str, torch.Tensor], phi_q: torch.Tensor, v: torch.Tensor, num_levels: int) -> None:
+    """Shape checks only (they read no tensor value, so they cost no device sync)."""
+    batch, heads, features = phi_q.shape
+    slots = state["kv"].shape[2] if state["kv"].dim() == 5 else -1
+    expected = {"position": (), "kv": (batch, heads, slots, features, v.shape[-1]), "z": (batch, heads, slots, features)}
+    got = {key: tuple(state[key].shape) for key in FIXED_KEYS}
+    if got != expected:
+        raise MethodError(f"loglinear: fixed state shapes {got} do not fit the inputs (expected {expected})")
+    if slots + 1 > num_levels:
+        raise MethodError(f"loglinear: a fixed state of {slots} slots needs {slots + 1} levels, num_levels={num_levels}")
+
+
+def fixed_step(
+    phi_q: torch.Tensor,
+    phi_k: torch.Tensor,
+    v: torch.Tensor,
+    level_weights: torch.Tensor,
+    log_gate: torch.Tensor | None,
+    state: dict[str, torch.Tensor],
+    eps: float = DENOMINATOR_EPS,
+) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    """``step_features`` on the fixed layout, the same result: every slot is read (empty ones are
+    zero and add nothing), and the binary increment is done with masks from the position's bits."""
+    kv, z, position = state["kv"], state["z"], state["position"]
+    slots = kv.shape[2]
+    # Past the slots the carry would have nowhere to go; checked on the device, not read back.
+    torch._assert_async(position < (1 << slots) - 1, "loglinear: fixed state full; raise max_length")
+    phi_q, phi_k, v, level_weights = phi_q.float(), phi_k.float(), v.float(), level_weights.float()
+    if log_gate is not None:
+        decay = torch.exp(log_gate.float())
+        kv, z = kv * decay[..., None, None, None], z * decay[..., None, None]
+    slot_weights = level_weights[..., 1 : slots + 1]  # slot b holds level b + 1
+    self_weight = level_weights[..., 0] * (phi_q * phi_k).sum(-1)
+    numerator = self_weight[..., None] * v + torch.einsum("bhs,bhf,bhsfe->bhe", slot_weights, phi_q, kv)
+    denominator = self_weight + torch.einsum("bhs,bhf,bhsf->bh", slot_weights, phi_q, z)
+    out = numerator / (denominator + eps)[..., None]
+
+    # Adding token p: the trailing set bits of p (slots below t) merge with it into slot t.
+    bits = torch.arange(slots, device=position.device)
+    merged_slots = ((position ^ (position + 1)) >> (bits + 1)) & 1 == 1  # slots b < t
+    target = ((position + 1) & ~position) >> bits & 1 == 1  # slot t
+    keep = merged_slots.to(kv.dtype)
+    new_kv = phi_k[..., :, None] * v[..., None, :] + torch.einsum("s,bhsfe->bhfe", keep, kv)
+    new_z = phi_k + torch.einsum("s,bhsf->bhf", keep, z)
+    kv = torch.where(target[:, None, None], new_kv.unsqueeze(2), torch.where(merged_slots[:, None, None], 0.0, kv))
+    z = torch.where(target[:, None], new_z.unsqueeze(2), torch.where(merged_slots[:, None], 0.0, z))
+    return out, {"position": position + 1, "kv": kv, "z": z}

@@ -1,8 +1,8 @@
 """Triton kernels for the two per-query products of the chunked form, forward and backward.
 
-chunk.py builds the per-level bucket states and the per-query level scales in PyTorch (O(N) work,
-differentiated by autograd); the kernels here do what touches every query pair or every (query,
-level) pair: one program per (chunk, batch x head). ``intra`` recomputes the level weights of a
+The PyTorch around the kernels (bottom of this file) pads the inputs to whole chunks, builds the
+per-level bucket states and the per-query level scales (O(N) work, differentiated by autograd);
+the kernels do what touches every query pair or every (query, level) pair: one program per (chunk, batch x head). ``intra`` recomputes the level weights of a
 chunk from the bit pattern of positions, so no (C, C) tensor is ever stored; ``inter`` reads one
 state per chunk level. All arithmetic is float32 (products in IEEE precision, not TF32), so the
 kernels match the naive reference to float32 rounding.
@@ -16,8 +16,24 @@ import torch
 import triton
 import triton.language as tl
 
-from methods._featuremap.common import DENOMINATOR_EPS
-from methods.loglinear.chunk import ChunkParts, FenwickTree, loglinear_attention_chunk
+from dataclasses import dataclass
+
+import torch.nn.functional as F
+
+from methods._featuremap.common import DENOMINATOR_EPS, divide_by_denominator
+from methods.loglinear.chunk import check_chunk_size
+
+
+@dataclass(frozen=True)
+class FenwickTree:
+    """Sums of aligned blocks of chunks: ``blocks[j]`` (B, H, chunks >> j, F, E + 1) sums 2^j chunks.
+
+    With decay each block is decayed to its last key, whose cumulative gate is ``ends[j]``
+    (B, H, chunks >> j); ``ends`` is None without decay.
+    """
+
+    blocks: list[torch.Tensor]
+    ends: list[torch.Tensor] | None
 
 
 def _block(size: int) -> int:
@@ -259,7 +275,62 @@ def triton_inter(phi_q, tree, level_weights, cumulative_gates, chunk_size):
     return torch.cat([num, den[..., None]], -1)
 
 
-TRITON_PARTS = ChunkParts(intra=triton_intra, inter=triton_inter)
+# -- the PyTorch around the kernels ------------------------------------------------------------
+def fenwick_tree(phi_k: torch.Tensor, v: torch.Tensor, cumulative_gates: torch.Tensor | None, chunk_size: int) -> FenwickTree:
+    """The block sums of every chunk level below the top: O(N) work by pairwise sums.
+
+    A block's state is sum_s exp(G_end - G_s) phi_k(s) [v_s, 1]^T with G_end the cumulative gate
+    at its last key; a query then applies exp(G_t - G_end), never a positive exponent.
+    """
+    batch, heads, n, features = phi_k.shape
+    chunks = n // chunk_size
+    values = F.pad(v, (0, 1), value=1.0).view(batch, heads, chunks, chunk_size, -1)
+    k = phi_k.view(batch, heads, chunks, chunk_size, features)
+    ends = None
+    if cumulative_gates is not None:
+        g = cumulative_gates.view(batch, heads, chunks, chunk_size)
+        ends = g[..., -1]
+        k = k * torch.exp(ends[..., None] - g)[..., None]
+    blocks = [k.transpose(-1, -2) @ values]  # level 0: one chunk each
+    all_ends = None if ends is None else [ends]
+    for _ in range(1, (chunks - 1).bit_length()):
+        # The next level pairs this one's blocks; an odd last block is never a whole bucket.
+        below = blocks[-1]
+        pairs = below.shape[2] // 2
+        first, second = below[:, :, 0 : 2 * pairs : 2], below[:, :, 1 : 2 * pairs : 2]
+        if all_ends is not None:
+            first_end, second_end = all_ends[-1][:, :, 0 : 2 * pairs : 2], all_ends[-1][:, :, 1 : 2 * pairs : 2]
+            first = first * torch.exp(second_end - first_end)[..., None, None]
+            all_ends.append(second_end)
+        blocks.append(first + second)
+    return FenwickTree(blocks, all_ends)
+
+
+def causal_parts(
+    phi_q: torch.Tensor,
+    phi_k: torch.Tensor,
+    v: torch.Tensor,
+    level_weights: torch.Tensor,
+    log_gates: torch.Tensor | None,
+    chunk_size: int,
+) -> torch.Tensor:
+    """Causal numerator and denominator (B, H, N, E + 1) in float32."""
+    n = phi_q.shape[2]
+    pad = -n % chunk_size
+    # Zero rows past the end: padded keys add nothing, padded queries are cut off below.
+    phi_q, phi_k, v, level_weights = (F.pad(t.float(), (0, 0, 0, pad)) for t in (phi_q, phi_k, v, level_weights))
+    in_chunk_levels = chunk_size.bit_length()  # levels 0..c
+    needed = max(in_chunk_levels, (n + pad - 1).bit_length() + 1)
+    # Levels beyond the given ones only ever pair padding with padding: weight them 0.
+    level_weights = F.pad(level_weights, (0, max(0, needed - level_weights.shape[-1])))
+    cumulative = None if log_gates is None else F.pad(log_gates.float(), (0, pad)).cumsum(-1)
+
+    out = triton_intra(phi_q, phi_k, v, level_weights[..., :in_chunk_levels].contiguous(), cumulative, chunk_size)
+    if n + pad > chunk_size:
+        tree = fenwick_tree(phi_k, v, cumulative, chunk_size)
+        between = level_weights[..., in_chunk_levels : in_chunk_levels + len(tree.blocks)]
+        out = out + triton_inter(phi_q, tree, between, cumulative, chunk_size)
+    return out[:, :, :n]
 
 
 def loglinear_attention_triton(
@@ -272,5 +343,13 @@ def loglinear_attention_triton(
     eps: float = DENOMINATOR_EPS,
     chunk_size: int = 64,
 ) -> torch.Tensor:
-    """``chunk.loglinear_attention_chunk`` with its per-query products in Triton; returns float32."""
-    return loglinear_attention_chunk(phi_q, phi_k, v, level_weights, log_gates, causal, eps, chunk_size, TRITON_PARTS)
+    """``chunk.loglinear_attention_chunk``'s result with the per-query products in Triton; returns float32."""
+    check_chunk_size(chunk_size)
+    both = causal_parts(phi_q, phi_k, v, level_weights, log_gates, chunk_size)
+    if not causal:
+        flip = lambda t: None if t is None else t.flip(2)  # noqa: E731
+        reversed_pass = causal_parts(flip(phi_q), flip(phi_k), flip(v), flip(level_weights), flip(log_gates), chunk_size)
+        # The diagonal is in both passes; count it once (its decay factor is exp(0) = 1).
+        diagonal = level_weights[..., 0].float() * (phi_q.float() * phi_k.float()).sum(-1)
+        both = both + reversed_pass.flip(2) - diagonal[..., None] * F.pad(v.float(), (0, 1), value=1.0)
+    return divide_by_denominator(both[..., :-1], both[..., -1], eps)

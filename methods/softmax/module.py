@@ -17,6 +17,22 @@ class SoftmaxAttention(AttentionMethod):
     impls = ("naive", "sdpa")
     cpu_default = "sdpa"
 
+    def head_flops(self, n, value_dim, causal, impl):
+        """naive: scores 2 N^2 D and weights @ v 2 N^2 E, the whole matrix causal or not; backward
+        twice that. sdpa: the pairs a flash kernel visits, N (N + 1) / 2 when causal (blocks above
+        the diagonal are skipped), forward 2 P (D + E), backward 2 P (3 D + 2 E) (the scores again,
+        then d v, d p, d q, d k)."""
+        d = self.head_dim
+        if impl == "naive":
+            forward = 2.0 * n * n * (d + value_dim)
+            return forward, 2 * forward
+        pairs = n * (n + 1) / 2 if causal else float(n * n)
+        return 2.0 * pairs * (d + value_dim), 2.0 * pairs * (3 * d + 2 * value_dim)
+
+    def state_bytes(self, batch, heads, n, value_dim, dtype=torch.float32):
+        """The KV cache: keys (B,H,N,D) and values (B,H,N,E) in ``dtype``, and its int64 length."""
+        return batch * heads * n * (self.head_dim + value_dim) * torch.empty((), dtype=dtype).element_size() + 8
+
     def _forward_naive(self, q, k, v, causal):
         return softmax_attention(q, k, v, causal)
 

@@ -7,6 +7,7 @@ import math
 import torch
 from torch import nn
 
+from methods._featuremap.blocks import SecondOrderTaylor
 from methods._featuremap.maps import second_order_taylor
 from methods._featuremap.module import FeatureMapAttention
 from methods.registry import register
@@ -40,11 +41,34 @@ class TaylorAttention(FeatureMapAttention):
         d = self.map_dim
         return 1 + d + (d * (d + 1) // 2 if self.symmetric_half else d * d)
 
+    def resolved_options(self):
+        return {**self.options, "num_features": self.num_features, "map_dim": self.map_dim}
+
+    def feature_map_flops(self, n, impl, causal):
+        """The learned projections (2 N D d each; twice that backward, input and weight) and, in
+        the causal chunked core, the backward's (G + G^T) x per token (2 d^2 per map); the d^2
+        quadratic features themselves are elementwise products."""
+        d = self.map_dim
+        projection = 0.0 if self.query_projection is None else 2 * 2.0 * n * self.head_dim * d
+        quadratic = 2 * 2.0 * n * d * d if impl == "chunk" and causal else 0.0
+        return projection, 2 * projection + quadratic
+
+    def _projected(self, x: torch.Tensor, kind: str) -> torch.Tensor:
+        """x (projected to ``feature_dim`` when the module has projections), float32."""
+        projection = self.query_projection if kind == "query" else self.key_projection
+        if projection is None:
+            return x.float()
+        return nn.functional.linear(x.float(), projection.weight.float())
+
     def feature_map(self, x: torch.Tensor, kind: str) -> torch.Tensor:
         """[1, x/d^(1/4), vec(x x^T)/(sqrt(2) sqrt(d))] of the (projected) x: (B,H,N,F)."""
         self.check_kind(kind)
-        x = x.float()
-        projection = self.query_projection if kind == "query" else self.key_projection
-        if projection is not None:
-            x = nn.functional.linear(x, projection.weight.float())
-        return second_order_taylor(x, self.symmetric_half)
+        return second_order_taylor(self._projected(x, kind), self.symmetric_half)
+
+    def chunk_maps(self, q, k):
+        # The projections are small (N x D x d) and learned: autograd takes them; the d^2
+        # features are made block by block. Unprojected inputs are read as they are.
+        phi = SecondOrderTaylor(self.map_dim, self.symmetric_half)
+        if self.query_projection is None:
+            return q, k, phi, phi
+        return self._projected(q, "query"), self._projected(k, "key"), phi, phi
