@@ -10,6 +10,8 @@ at a time.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import torch
@@ -17,6 +19,20 @@ from torch import nn
 
 
 FEATURE_KINDS = ("query", "key")
+
+
+@dataclass(frozen=True)
+class PeerKernel:
+    """Another library's kernel for this method (flash-linear-attention's: the kernel benchmark's
+    peers): where it lives, the q/k width it would see and the widest it takes, and ``call(kernel,
+    q, k, v)`` on (batch, heads, N, D) inputs returning (batch, heads, N, E), doing the method's math."""
+
+    module: str
+    function: str
+    call: Callable[..., torch.Tensor]
+    qk_dim: int
+    max_qk_dim: int | None = None
+    causal_only: bool = True
 
 
 class MethodError(ValueError):
@@ -161,6 +177,11 @@ class AttentionMethod(nn.Module):
                        impl: str | None = None) -> float:
         """Floating-point operations of the backward of that forward (input and parameter gradients)."""
         return batch * heads * self.head_flops(n, value_dim, causal, self.flop_impl(impl))[1]
+
+    def peer_kernels(self) -> tuple[PeerKernel, ...]:
+        """Kernels of other libraries that compute this method, for the kernel benchmark to time
+        beside its own implementations (none by default)."""
+        return ()
 
     def state_bytes(self, batch: int, heads: int, n: int, value_dim: int, dtype: torch.dtype = torch.float32) -> int:
         """Bytes of the decoding state after n tokens of (batch, heads) sequences with ``value_dim``

@@ -16,7 +16,7 @@ from methods._featuremap.chunk import causal_feature_attention, full_feature_att
 from methods._featuremap import flops
 from methods._featuremap.common import DENOMINATOR_EPS, divide_by_denominator, key_sums
 from methods._featuremap.naive import feature_attention
-from methods.base import AttentionMethod, MethodError
+from methods.base import AttentionMethod, MethodError, PeerKernel
 
 class FeatureMapAttention(AttentionMethod):
     """o_i = sum_j (phi(q_i).phi(k_j)) v_j / (sum_j phi(q_i).phi(k_j) + eps), j <= i when causal."""
@@ -72,6 +72,16 @@ class FeatureMapAttention(AttentionMethod):
             core = flops.triton_flops(n, f, value_dim, causal)
         maps = self.feature_map_flops(n, impl, causal)
         return core[0] + maps[0], core[1] + maps[1]
+
+    def peer_kernels(self):
+        """fla's chunk_linear_attn on this method's own (stabilised) features, normalised."""
+        return (PeerKernel("fla.ops.linear_attn", "chunk_linear_attn", self._fla_linear_attention, self.num_features),)
+
+    def _fla_linear_attention(self, kernel, q, k, v):
+        phi_q, phi_k, _ = self.features(q, k, True)
+        heads_last = [t.transpose(1, 2) for t in (phi_q.to(v.dtype), phi_k.to(v.dtype), v)]
+        out, _ = kernel(*heads_last, scale=1.0, normalize=True)
+        return out.transpose(1, 2)
 
     def state_bytes(self, batch, heads, n, value_dim, dtype=torch.float32):
         """The float32 running sums kv (B,H,F,E) and z (B,H,F), whatever n and dtype."""

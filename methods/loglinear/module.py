@@ -16,7 +16,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from methods._featuremap.maps import elu_plus_one
-from methods.base import AttentionMethod, MethodError
+from methods.base import AttentionMethod, MethodError, PeerKernel
 from methods.loglinear import flops, recurrent
 from methods.loglinear.chunk import EluFeatures, check_chunk_size, levels_used, loglinear_attention_chunk
 from methods.loglinear.levels import check_length, max_length
@@ -125,6 +125,22 @@ class LogLinearAttention(AttentionMethod):
             levels = min(self.num_levels, levels_used(n))
             return flops.chunk_flops(n, self.head_dim, value_dim, self.chunk_size, levels, self.decay, causal)
         return flops.triton_flops(n, self.head_dim, value_dim, self.chunk_size, self.num_levels, self.decay, causal)
+
+    def peer_kernels(self):
+        """fla's chunk_log_linear_attn with no decay and this module's level weights."""
+        return (PeerKernel("fla.ops.log_linear_attn", "chunk_log_linear_attn", self._fla_loglinear, self.head_dim),)
+
+    def _fla_loglinear(self, kernel, q, k, v):
+        # fla shares q and k across heads, so heads are folded into the batch; it does not
+        # normalise by a denominator.
+        batch, heads, n, _ = q.shape
+        fold = lambda t: t.reshape(batch * heads, n, 1, t.shape[-1])  # noqa: E731
+        phi_q = self.feature_map(q, "query").to(v.dtype)
+        phi_k = self.feature_map(k, "key").to(v.dtype)
+        levels = self.level_weights(q).to(v.dtype)
+        gates = torch.zeros(batch * heads, n, 1, device=q.device, dtype=torch.float32)
+        out, _ = kernel(fold(phi_q), fold(phi_k), fold(v), gates, fold(levels))
+        return out.reshape(batch, heads, n, -1)
 
     def state_bytes(self, batch, heads, n, value_dim, dtype=torch.float32):
         """The levels layout after n tokens: one float32 (kv (B,H,F,E), z (B,H,F)) pair per set bit of

@@ -10,6 +10,7 @@ from torch import nn
 from methods._featuremap.blocks import SecondOrderTaylor
 from methods._featuremap.maps import second_order_taylor
 from methods._featuremap.module import FeatureMapAttention
+from methods.base import PeerKernel
 from methods.registry import register
 
 
@@ -35,6 +36,18 @@ class TaylorAttention(FeatureMapAttention):
             self.key_projection = nn.Linear(head_dim, self.map_dim, bias=False)
             for projection in (self.query_projection, self.key_projection):
                 nn.init.normal_(projection.weight, std=1.0 / math.sqrt(head_dim))
+
+    def peer_kernels(self):
+        """fla's Based kernels: they compute 1 + s + s^2/2 with s = q.k * scale on the (projected)
+        q, k themselves, the Taylor map inside them."""
+        return tuple(PeerKernel("fla.ops.based", function, self._fla_based, self.map_dim, max_dim)
+                     for function, max_dim in (("parallel_based", 128), ("fused_chunk_based", 16)))
+
+    def _fla_based(self, kernel, q, k, v):
+        if self.query_projection is not None:
+            q, k = self.query_projection(q), self.key_projection(k)
+        q_t, k_t, v_t = (t.transpose(1, 2) for t in (q, k, v))
+        return kernel(q_t, k_t, v_t, scale=1.0 / math.sqrt(self.map_dim), use_norm=True).transpose(1, 2)
 
     @property
     def num_features(self) -> int:

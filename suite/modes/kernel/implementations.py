@@ -1,5 +1,6 @@
 """What a kernel sweep times for one method: the method's own implementations and the peers a user
-would pick instead (PyTorch's SDPA softmax; flash-linear-attention's kernels for the same method).
+would pick instead (PyTorch's SDPA softmax; the kernels of other libraries the method declares,
+flash-linear-attention's). What each call costs in FLOPs is the method's declaration too.
 
 Each is an ``Implementation``: a name, a ``run(q, k, v, causal)`` on (batch, heads, N, D) inputs, or
 the reason it cannot run here. Peers that cannot run are skipped with that reason, never an error.
@@ -8,7 +9,6 @@ the reason it cannot run here. Peers that cannot run are skipped with that reaso
 from __future__ import annotations
 
 import importlib
-import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
@@ -26,11 +26,16 @@ SDPA = "sdpa"  # the reference every crossover is measured against
 FLA_INSTALL = "pip install -e '.[gpu]'"
 
 
+# The method whose implementation "sdpa" is the reference of every crossover (a default, not a branch).
+REFERENCE_METHOD = "softmax"
+Flops = Callable[[int, int, int, int, bool], tuple[float, float]]  # (batch, heads, n, value_dim, causal)
+
+
 @dataclass
 class Implementation:
     name: str  # "chunk", "sdpa", "fla.chunk_linear_attn", ...
     source: str  # "method" (its own impl) or "peer"
-    flop_model: str  # which FLOP model counts its work (analysis.FLOP_MODELS)
+    flops: Flops  # (forward, backward) FLOPs of a call, as the method declares them
     run: Run | None = None
     skip_reason: str | None = None  # why it cannot run here at all
     causal_only: bool = False
@@ -42,6 +47,12 @@ class Implementation:
         if self.causal_only and not causal:
             return f"{self.name} has only a causal form"
         return None
+
+
+def declared_flops(module: methods.AttentionMethod, impl: str) -> Flops:
+    """The FLOPs ``module`` declares for its implementation ``impl``."""
+    return lambda b, h, n, e, causal: (module.forward_flops(b, h, n, e, causal, impl=impl),
+                                       module.backward_flops(b, h, n, e, causal, impl=impl))
 
 
 def sdpa(q: Tensor, k: Tensor, v: Tensor, causal: bool) -> Tensor:
@@ -75,7 +86,7 @@ def method_implementations(module: methods.AttentionMethod, impls: list[str],
             reason = triton_unusable_reason(device) if device.type == "cuda" else (
                 "Triton kernels are benchmarked on CUDA only (on the CPU they would run interpreted)")
         found.append(Implementation(
-            name=impl, source="method", flop_model=module.name,
+            name=impl, source="method", flops=declared_flops(module, impl),
             run=None if reason else partial(_call_impl, module, f"_forward_{impl}"), skip_reason=reason,
         ))
     return found
@@ -90,92 +101,42 @@ def _call_impl(module: methods.AttentionMethod, forward_name: str,
 
 def peer_implementations(module: methods.AttentionMethod, peers: list[str],
                          device: torch.device) -> list[Implementation]:
-    """The peers named in ``peers`` for this method (SDPA softmax unless the method has it)."""
+    """The peers named in ``peers`` for this method: PyTorch's SDPA (the reference method's fused
+    kernel) unless the method is built on it, and the kernels of other libraries it declares."""
     found = []
-    if "sdpa" in peers and module.name != "softmax":
-        found.append(Implementation(name=SDPA, source="peer", flop_model="softmax", run=sdpa))
+    if "sdpa" in peers and "sdpa" not in module.impls:
+        reference = methods.build(REFERENCE_METHOD, head_dim=module.head_dim)
+        found.append(Implementation(name=SDPA, source="peer", flops=declared_flops(reference, "sdpa"), run=sdpa))
     if "fla" in peers:
         found.extend(fla_implementations(module, device))
     return found
 
 
-# -- flash-linear-attention -------------------------------------------------------------------------
-# The fla kernels for each method: (module, function, largest q/k dim it takes or None), imported
-# when available. Layout there is (batch, N, heads, dim); the feature maps are applied here so the
-# work matches the method's. Based's kernels take the raw q, k (the Taylor map is inside them).
-FLA_KERNELS = {
-    "linear": (("fla.ops.linear_attn", "chunk_linear_attn", None),),
-    "favor": (("fla.ops.linear_attn", "chunk_linear_attn", None),),
-    "taylor": (("fla.ops.based", "parallel_based", 128), ("fla.ops.based", "fused_chunk_based", 16)),
-    "loglinear": (("fla.ops.log_linear_attn", "chunk_log_linear_attn", None),),
-}
-
-
 def fla_implementations(module: methods.AttentionMethod, device: torch.device) -> list[Implementation]:
-    """fla's kernels for ``module``'s method, or one skipped entry per kernel with the reason."""
+    """flash-linear-attention's kernels the method declares (``peer_kernels``), or one skipped entry
+    per kernel with the reason. They are counted as the method's own GPU kernels (Triton) are."""
+    own = "triton" if "triton" in module.impls else module.cpu_default
     found = []
-    qk_dim = getattr(module, "map_dim", module.head_dim)
-    for package, function, max_dim in FLA_KERNELS.get(module.name, ()):
-        name = f"fla.{function}"
+    for peer in module.peer_kernels():
+        name = f"fla.{peer.function}"
         reason, kernel = None, None
         if device.type != "cuda":
             reason = "fla's Triton kernels need a CUDA device"
-        elif max_dim is not None and qk_dim > max_dim:
-            reason = f"{name} takes q/k dims up to {max_dim}, this module's are {qk_dim}"
+        elif peer.max_qk_dim is not None and peer.qk_dim > peer.max_qk_dim:
+            reason = f"{name} takes q/k dims up to {peer.max_qk_dim}, this module's are {peer.qk_dim}"
         else:
             try:
-                kernel = getattr(importlib.import_module(package), function)
+                kernel = getattr(importlib.import_module(peer.module), peer.function)
             except ImportError as exc:
                 reason = f"fla is not importable ({exc}); {FLA_INSTALL}"
             except AttributeError:
-                reason = f"{package} has no {function} in the installed fla"
+                reason = f"{peer.module} has no {peer.function} in the installed fla"
         found.append(Implementation(
-            name=name, source="peer", flop_model=module.name, causal_only=True,
-            run=None if reason else partial(_FLA_CALLS[module.name], kernel, module), skip_reason=reason,
+            name=name, source="peer", flops=declared_flops(module, own), causal_only=peer.causal_only,
+            run=None if reason else partial(_call_peer, peer.call, kernel), skip_reason=reason,
         ))
     return found
 
 
-def _heads_last(*tensors: Tensor) -> list[Tensor]:
-    return [t.transpose(1, 2) for t in tensors]
-
-
-def _fla_feature_attention(kernel: Callable, module: methods.AttentionMethod,
-                           q: Tensor, k: Tensor, v: Tensor, causal: bool) -> Tensor:
-    """chunk_linear_attn on the method's own (stabilised) features, normalised, no extra scale."""
-    phi_q, phi_k, _ = module.features(q, k, causal)
-    phi_q, phi_k, v_t = _heads_last(phi_q.to(v.dtype), phi_k.to(v.dtype), v)
-    out, _ = kernel(phi_q, phi_k, v_t, scale=1.0, normalize=True)
-    return out.transpose(1, 2)
-
-
-def _fla_based(kernel: Callable, module: methods.AttentionMethod,
-               q: Tensor, k: Tensor, v: Tensor, causal: bool) -> Tensor:
-    """Based's kernels compute 1 + s + s^2/2 with s = q.k * scale: the taylor method's kernel."""
-    if module.query_projection is not None:
-        q, k = module.query_projection(q), module.key_projection(k)
-    q_t, k_t, v_t = _heads_last(q, k, v)
-    out = kernel(q_t, k_t, v_t, scale=1.0 / math.sqrt(module.map_dim), use_norm=True)
-    return out.transpose(1, 2)
-
-
-def _fla_loglinear(kernel: Callable, module: methods.AttentionMethod,
-                   q: Tensor, k: Tensor, v: Tensor, causal: bool) -> Tensor:
-    """chunk_log_linear_attn with no decay and the method's level weights; fla shares q and k
-    across heads, so heads are folded into the batch. fla does not normalise by a denominator."""
-    batch, heads, n, _ = q.shape
-    fold = lambda t: t.reshape(batch * heads, n, 1, t.shape[-1])  # noqa: E731
-    phi_q = module.feature_map(q, "query").to(v.dtype)
-    phi_k = module.feature_map(k, "key").to(v.dtype)
-    levels = module.level_weights(q).to(v.dtype)
-    gates = torch.zeros(batch * heads, n, 1, device=q.device, dtype=torch.float32)
-    out, _ = kernel(fold(phi_q), fold(phi_k), fold(v), gates, fold(levels))
-    return out.reshape(batch, heads, n, -1)
-
-
-_FLA_CALLS = {
-    "linear": _fla_feature_attention,
-    "favor": _fla_feature_attention,
-    "taylor": _fla_based,
-    "loglinear": _fla_loglinear,
-}
+def _call_peer(call: Callable, kernel: Callable, q: Tensor, k: Tensor, v: Tensor, causal: bool) -> Tensor:
+    return call(kernel, q, k, v)

@@ -18,7 +18,7 @@ import torch
 import methods
 from methods.base import MethodError
 from suite.hardware import DTYPES
-from suite.modes.kernel import analysis, measure
+from suite.modes.kernel import measure
 from suite.modes.kernel.implementations import (
     SDPA, Implementation, method_implementations, peer_implementations, sdpa_backend,
 )
@@ -96,15 +96,10 @@ def measure_point(impl: Implementation, inputs: tuple[torch.Tensor, ...], causal
 
 
 def derived_rates(point: dict, matmul_flops_per_s: float) -> dict:
-    """The FLOP counts of an ok point, the achieved FLOP/s and their fraction of the matmul rate."""
-    fwd = analysis.forward_flops(
-        point["flop_model"], point["length"], batch=point["batch"], heads=point["heads"],
-        head_dim=point["head_dim"], value_dim=point["value_dim"], causal=point["causal"],
-        num_features=point["num_features"],
-    )
-    found = {"fwd_flops": fwd, "fwdbwd_flops": analysis.BACKWARD_FACTOR * fwd}
+    """The achieved FLOP/s of an ok point and their fraction of the matmul rate."""
+    found = {}
     for phase in PHASES:
-        rate = found[f"{phase}_flops"] / point[f"{phase}_median_s"]
+        rate = point[f"{phase}_flops"] / point[f"{phase}_median_s"]
         found[f"{phase}_flops_per_s"] = rate
         found[f"{phase}_matmul_fraction"] = rate / matmul_flops_per_s
     return found
@@ -146,7 +141,7 @@ def run_sweep(config: Mapping, grid: Mapping, device: torch.device, log: Callabl
                 for causal in grid["causal"]:
                     shape = {"batch": grid["batch"], "heads": grid["heads"], "head_dim": head_dim,
                              "value_dim": grid["value_dim"] or head_dim, "dtype": dtype_name, "causal": causal,
-                             "num_features": getattr(module, "num_features", None)}
+                             "num_features": module.resolved_options().get("num_features")}
                     for impl in candidates:
                         sweep.points.extend(measure_series(impl, shape, grid, device, config["seed"],
                                                            dtype_reasons[dtype_name], log))
@@ -170,8 +165,9 @@ def measure_series(impl: Implementation, shape: Mapping, grid: Mapping, device: 
     points, stop_reason = [], None
     cap = grid["max_length"].get(impl.name)
     for n in grid["lengths"]:
-        point = {"impl": impl.name, "source": impl.source, "flop_model": impl.flop_model, "length": n, **shape,
-                 "status": "ok", "reason": None}
+        fwd, bwd = impl.flops(shape["batch"], shape["heads"], n, shape["value_dim"], shape["causal"])
+        point = {"impl": impl.name, "source": impl.source, "length": n, **shape, "status": "ok", "reason": None,
+                 "fwd_flops": fwd, "fwdbwd_flops": fwd + bwd}
         reason = impl.unusable(shape["causal"]) or dtype_reason or stop_reason
         if reason is None and cap is not None and n > cap:
             reason = f"over max_length {cap} for {impl.name} in this grid (memory or time grows as N^2)"
