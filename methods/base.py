@@ -65,6 +65,13 @@ class AttentionMethod(nn.Module):
     cpu_default: ClassVar[str]
     #: Every option the method takes, with its default; any other option is refused.
     method_options: ClassVar[dict[str, Any]] = {}
+    #: Raised when a change of the method alters what an unchanged config computes: runs of an
+    #: earlier version then count as another configuration (their config hash differs).
+    version: ClassVar[int] = 1
+    #: Added to every denominator sum_j w_ij by the forward; the fidelity mode compares that ratio.
+    denominator_eps: ClassVar[float] = 0.0
+    #: What the fidelity mode adds about this method's errors (e.g. that it estimates another kernel).
+    fidelity_note: ClassVar[str | None] = None
 
     def __init__(self, head_dim: int, impl: str = "auto", **options: Any) -> None:
         super().__init__()
@@ -177,6 +184,31 @@ class AttentionMethod(nn.Module):
                        impl: str | None = None) -> float:
         """Floating-point operations of the backward of that forward (input and parameter gradients)."""
         return batch * heads * self.head_flops(n, value_dim, causal, self.flop_impl(impl))[1]
+
+    def log_weights(self, q: torch.Tensor, k: torch.Tensor, positions: torch.Tensor | None = None) -> torch.Tensor:
+        """log w_ij, the weight the method gives key j for query i when every query sees every key
+        (non-causal): q (B,H,Q,D) the queries at ``positions`` (Q,) of the sequence (None: 0..Q-1),
+        k (B,H,N,D) -> float64 (B,H,Q,N), -inf where a weight is 0, as the
+        method computes the weights (its float32 feature maps, its level weights). The output is
+        sum_j w_ij v_j / (sum_j w_ij + denominator_eps). What the fidelity mode compares with exact
+        softmax attention; a method without per-pair weights cannot be compared."""
+        raise MethodError(f"{self.name} declares no attention weights (log_weights), so it has no fidelity to measure")
+
+    @classmethod
+    def compares_weights(cls) -> bool:
+        """Whether the method declares its attention weights (``log_weights``)."""
+        return cls.log_weights is not AttentionMethod.log_weights
+
+    @classmethod
+    def fidelity_variants(cls, feature_counts: list[int]) -> list[dict[str, Any]]:
+        """Option overrides, one per feature map the fidelity mode measures, given its grid of
+        feature counts: by default the method's own map, once."""
+        return [{}]
+
+    def live_states(self, state: Any) -> int | None:
+        """How many of the decoding state's parts hold a sum (loglinear: occupied Fenwick levels);
+        None when the state has no such parts."""
+        return None
 
     def peer_kernels(self) -> tuple[PeerKernel, ...]:
         """Kernels of other libraries that compute this method, for the kernel benchmark to time

@@ -9,9 +9,10 @@ so no (B, H, N, F) tensor other than the saved features is ever made for a map. 
   features written are phi / exp(log_factor)); the core scales the denominator's eps alike, so the
   attention equals the one of the unscaled map exactly. Key maps pull out one factor for all keys
   (a per-key factor would change the weights).
-- ``backward(x, phi, grad_phi)``: d x (..., D) in float32 from the forward's input, its output
-  and d phi. The pulled-out factors are constants here, as ``detach`` makes them in the
-  full-tensor maps of each method (the attention does not depend on them).
+- ``backward(x, phi, grad_phi, out)``: d x (..., D) written into ``out`` (a block of the input's
+  gradient, in the input's dtype) from the forward's input, its output and d phi, which it may
+  overwrite (it is the core's scratch). The pulled-out factors are constants here, as ``detach``
+  makes them in the full-tensor maps of each method (the attention does not depend on them).
 """
 
 from __future__ import annotations
@@ -29,8 +30,8 @@ class Identity:
     def forward(self, x: torch.Tensor, out: torch.Tensor) -> None:
         raise AssertionError("the core uses given features directly")
 
-    def backward(self, x: torch.Tensor, phi: torch.Tensor, grad_phi: torch.Tensor) -> torch.Tensor:
-        return grad_phi
+    def backward(self, x: torch.Tensor, phi: torch.Tensor, grad_phi: torch.Tensor, out: torch.Tensor) -> None:
+        out.copy_(grad_phi)
 
 
 class EluPlusOne:
@@ -45,9 +46,12 @@ class EluPlusOne:
         torch._C._nn.elu(x.float(), out=out).add_(1.0)
         return None
 
-    def backward(self, x: torch.Tensor, phi: torch.Tensor, grad_phi: torch.Tensor) -> torch.Tensor:
+    def backward(self, x: torch.Tensor, phi: torch.Tensor, grad_phi: torch.Tensor, out: torch.Tensor) -> None:
         # x > 0: phi = x + 1 > 1 and the slope is 1; x <= 0: phi = e^x <= 1 is its own slope.
-        return phi.clamp_max(1.0).mul_(grad_phi)
+        if out.dtype == torch.float32:
+            torch.clamp(phi, max=1.0, out=out).mul_(grad_phi)
+        else:  # one rounding to the input's dtype, at the end
+            out.copy_(grad_phi.mul_(phi.clamp_max(1.0)))
 
 
 class SecondOrderTaylor:
@@ -78,7 +82,7 @@ class SecondOrderTaylor:
             torch.mul(x.unsqueeze(-1), (x * self.quadratic_scale).unsqueeze(-2), out=quadratic.unflatten(-1, (d, d)))
         return None
 
-    def backward(self, x: torch.Tensor, phi: torch.Tensor, grad_phi: torch.Tensor) -> torch.Tensor:
+    def backward(self, x: torch.Tensor, phi: torch.Tensor, grad_phi: torch.Tensor, out: torch.Tensor) -> None:
         d, x = self.dim, x.float()
         grad_quadratic = grad_phi[..., 1 + d :]
         if self.symmetric_half:
@@ -91,7 +95,7 @@ class SecondOrderTaylor:
         # d/dx of x_i x_j summed against G_ij is (G + G^T) x.
         symmetric = grad_quadratic + grad_quadratic.transpose(-1, -2)
         grad_x = torch.matmul(symmetric, x.unsqueeze(-1)).squeeze(-1).mul_(scale)
-        return grad_x.add_(grad_phi[..., 1 : 1 + d], alpha=self.linear_scale)
+        out.copy_(grad_x.add_(grad_phi[..., 1 : 1 + d], alpha=self.linear_scale))
 
 
 class PositiveRandomFeatures:
@@ -121,9 +125,11 @@ class PositiveRandomFeatures:
         out.sub_((half_square + (self.key_shift + self.log_root_m)).unsqueeze(-1)).exp_()
         return self.key_shift
 
-    def backward(self, x: torch.Tensor, phi: torch.Tensor, grad_phi: torch.Tensor) -> torch.Tensor:
+    def backward(self, x: torch.Tensor, phi: torch.Tensor, grad_phi: torch.Tensor, out: torch.Tensor) -> None:
         scaled = x.float() * self.input_scale
-        grad_logits = grad_phi.mul_(phi)  # grad_phi is the core's scratch: reused in place
-        grad_scaled = torch.matmul(grad_logits, self.projection)
-        grad_scaled.sub_(scaled * grad_logits.sum(-1, keepdim=True))
-        return grad_scaled.mul_(self.input_scale)
+        grad_logits = grad_phi.mul_(phi)  # the core's scratch: reused in place
+        projection = self.projection.expand(len(grad_logits), -1, -1)
+        grad_scaled = torch.bmm(grad_logits, projection, out=out) if out.dtype == torch.float32 else grad_logits @ projection
+        grad_scaled.sub_(scaled * grad_logits.sum(-1, keepdim=True)).mul_(self.input_scale)
+        if grad_scaled is not out:
+            out.copy_(grad_scaled)

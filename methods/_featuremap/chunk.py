@@ -240,9 +240,13 @@ class _CausalFeatureAttention(torch.autograd.Function):
                 if grad_den is not None:
                     grad_den[block.heads, block.start : block.stop] = r.view(-1, block.stop - block.start)
                 grad_scores = torch.bmm(g, values.transpose(1, 2)).add_(r.unsqueeze(-1)).tril_()
-                dq = torch.bmm(grad_scores, k)
-                dk = torch.bmm(grad_scores.transpose(1, 2), q)
-                dv = torch.bmm(a.transpose(1, 2), g)
+                # Gradients go straight into the outputs' rows where no map or cast follows.
+                dq = _scratch_or_rows(grad_q, block, query_map, features)
+                dk = _scratch_or_rows(grad_k, block, key_map, features)
+                dv = _rows(grad_v, block) if grad_v.dtype == torch.float32 else torch.empty_like(values)
+                torch.bmm(grad_scores, k, out=dq)
+                torch.bmm(grad_scores.transpose(1, 2), q, out=dk)
+                torch.bmm(a.transpose(1, 2), g, out=dv)
                 if states is not None:
                     before = _chunk_slots(states, block)
                     sums_before = _chunk_slots(key_sums, block)
@@ -260,10 +264,26 @@ class _CausalFeatureAttention(torch.autograd.Function):
                     after = after.view(-1, features, e)
                     dk.baddbmm_(values, after.transpose(1, 2)).add_(sums_after.view(-1, 1, features))
                     dv.baddbmm_(k, after)
-                _rows(grad_q, block).copy_(query_map.backward(_rows(x_q, block), q, dq))
-                _rows(grad_k, block).copy_(key_map.backward(_rows(x_k, block), k, dk))
-                _rows(grad_v, block).copy_(dv)
+                for x, phi, grad, grad_x, phi_map in ((x_q, q, dq, grad_q, query_map), (x_k, k, dk, grad_k, key_map)):
+                    if not _direct(grad_x, phi_map):
+                        phi_map.backward(_rows(x, block), phi, grad, _rows(grad_x, block))
+                if grad_v.dtype != torch.float32:
+                    _rows(grad_v, block).copy_(dv)
         return grad_q, grad_k, grad_v, grad_den, None, None, None, None
+
+
+def _direct(out: torch.Tensor, feature_map) -> bool:
+    """Whether a feature gradient can be written into the input's gradient as it is computed."""
+    return feature_map.identity and out.dtype == torch.float32
+
+
+def _scratch_or_rows(out: torch.Tensor, block: Block, feature_map, features: int) -> torch.Tensor:
+    """Where a block's feature gradient goes: the input gradient's rows (given features in
+    float32) or scratch for the map's backward."""
+    if _direct(out, feature_map):
+        return _rows(out, block)
+    return torch.empty(block.chunks * (block.heads.stop - block.heads.start), block.length, features,
+                       device=out.device, dtype=torch.float32)
 
 
 # -- not causal: whole tensors -------------------------------------------------------------------

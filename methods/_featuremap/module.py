@@ -73,6 +73,13 @@ class FeatureMapAttention(AttentionMethod):
         maps = self.feature_map_flops(n, impl, causal)
         return core[0] + maps[0], core[1] + maps[1]
 
+    denominator_eps = DENOMINATOR_EPS
+
+    def log_weights(self, q, k, positions=None):
+        """log(phi(q) . phi(k)) of the float32 feature maps, multiplied out in float64."""
+        weights = self.feature_map(q, "query").double() @ self.feature_map(k, "key").double().transpose(-1, -2)
+        return weights.log()
+
     def peer_kernels(self):
         """fla's chunk_linear_attn on this method's own (stabilised) features, normalised."""
         return (PeerKernel("fla.ops.linear_attn", "chunk_linear_attn", self._fla_linear_attention, self.num_features),)

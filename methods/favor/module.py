@@ -23,7 +23,16 @@ class FavorAttention(FeatureMapAttention):
     """phi(x) = exp(w_r.x - |x|^2/2)/sqrt(m) on x = q/D^(1/4), so E[phi(q).phi(k)] = exp(q.k/sqrt(D))."""
 
     name = "favor"
-    method_options = {**FeatureMapAttention.method_options, "num_features": None, "redraw_interval": 0, "seed": 0}
+    method_options = {**FeatureMapAttention.method_options, "num_features": None, "redraw_interval": 1000, "seed": 0}
+    # 2: a model's layers draw independent projections (the backbone gives each layer its own seed).
+    version = 2
+    fidelity_note = ("favor: unbiased positive random features; the error should fall as 1/sqrt(d_phi) "
+                     "(slopes below), and grows with the score temperature.")
+
+    @classmethod
+    def fidelity_variants(cls, feature_counts):
+        """One random map per feature count of the grid."""
+        return [{"num_features": m} for m in feature_counts]
 
     def __init__(self, head_dim: int, impl: str = "auto", **options) -> None:
         super().__init__(head_dim, impl, **options)

@@ -196,8 +196,8 @@ class _Given:
         return x
 
     @staticmethod
-    def backward(x, phi, grad_phi):
-        return grad_phi
+    def backward(x, phi, grad_phi, out):
+        out.copy_(grad_phi)
 
 
 _GIVEN = _Given()
@@ -295,6 +295,7 @@ class _CausalLogLinear(torch.autograd.Function):
         # The keys' feature gradients, in float32 until the chunk states have added theirs.
         grad_phi_k = torch.empty(bh, n, features, device=x_q.device, dtype=torch.float32)
         grad_v = torch.empty(bh, n, e, device=v.device, dtype=torch.float32)
+        grad_k = grad_phi_k if feature_map.identity else torch.empty_like(x_k)
         grad_lam = torch.zeros_like(lam)
         grad_gates = None if gates is None else torch.zeros_like(gates)
         grad_tree = [torch.zeros_like(t) for t in tree]
@@ -346,7 +347,7 @@ class _CausalLogLinear(torch.autograd.Function):
                         through = grad_scale * scale  # d/d(exponent G_t - G_end)
                         reader.rows(grad_gates).add_(through)
                         reader.nodes(grad_ends[reader.level]).sub_(through.sum(-1))
-                _rows(grad_q, block).copy_(feature_map.backward(_rows(x_q, block), q, dq))
+                feature_map.backward(_rows(x_q, block), q, dq, _rows(grad_q, block))
         grad_chunks, grad_chunk_ends = _tree_backward(tree, ends, grad_tree, grad_ends)
         for blocks in plans:
             for block in blocks:
@@ -355,11 +356,12 @@ class _CausalLogLinear(torch.autograd.Function):
                 if block.first_chunk < full and grad_chunks is not None:
                     _chunk_state_backward(k, _rows(v, block).float(), gates, block, grad_chunks, grad_chunk_ends,
                                           dk, _rows(grad_v, block), grad_gates, e)
-                _rows(grad_phi_k, block).copy_(feature_map.backward(_rows(x_k, block), k, dk))
+                if not feature_map.identity:
+                    feature_map.backward(_rows(x_k, block), k, dk, _rows(grad_k, block))
         if gates is not None and grad_chunk_ends is not None:
             # A chunk state's end is the gate at its last token.
             grad_gates[:, chunk_size - 1 : full * chunk_size : chunk_size] += grad_chunk_ends
-        return (grad_q, grad_phi_k.to(x_k.dtype), grad_v.to(v.dtype), grad_lam, grad_gates,
+        return (grad_q, grad_k.to(x_k.dtype), grad_v.to(v.dtype), grad_lam, grad_gates,
                 None, None, None, None)
 
 

@@ -28,6 +28,13 @@ def level_matrix(n: int, device: torch.device | str | None = None) -> torch.Tens
     return levels.masked_fill(positions[None, :] > positions[:, None], -1)
 
 
+def noncausal_level_matrix(n: int, device: torch.device | str | None = None) -> torch.Tensor:
+    """Levels of non-causal log-linear attention (a forward and a reversed pass): the causal levels
+    for keys up to the query, those of the reversed sequence for keys after it; (n, n), no -1."""
+    forward = level_matrix(n, device=device)
+    return torch.where(forward >= 0, forward, forward.flip(0, 1))
+
+
 def max_length(num_levels: int) -> int:
     """The longest sequence whose levels all fit in ``num_levels`` weights: 2^(num_levels - 1)."""
     return 1 << (num_levels - 1)

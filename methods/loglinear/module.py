@@ -19,7 +19,8 @@ from methods._featuremap.maps import elu_plus_one
 from methods.base import AttentionMethod, MethodError, PeerKernel
 from methods.loglinear import flops, recurrent
 from methods.loglinear.chunk import EluFeatures, check_chunk_size, levels_used, loglinear_attention_chunk
-from methods.loglinear.levels import check_length, max_length
+from methods._featuremap.common import DENOMINATOR_EPS
+from methods.loglinear.levels import check_length, max_length, noncausal_level_matrix
 from methods.loglinear.naive import loglinear_attention
 from methods.registry import register
 
@@ -45,6 +46,20 @@ class LogLinearAttention(AttentionMethod):
     name = "loglinear"
     impls = ("naive", "chunk", "triton")
     cpu_default = "chunk"
+    denominator_eps = DENOMINATOR_EPS
+    fidelity_note = ("log-linear attention with lambda = 1 as initialised equals (non-causal) linear attention "
+                     "with elu(x)+1: it estimates a different kernel than exp (see linear); TV and output error "
+                     "are the comparable columns.")
+
+    def log_weights(self, q, k, positions=None):
+        """log(phi(q) . phi(k)) plus log lambda_i at the level of each key; non-causal levels: the
+        causal ones up to the query, those of the reversed pass after it."""
+        weights = self.feature_map(q, "query").double() @ self.feature_map(k, "key").double().transpose(-1, -2)
+        lam = self.level_weights(q).double()  # (B, H, Q, L)
+        n = k.shape[-2]
+        rows = torch.arange(q.shape[-2], device=k.device) if positions is None else positions
+        levels = noncausal_level_matrix(n, device=k.device)[rows]  # (Q, N)
+        return weights.log() + lam.gather(-1, levels.expand(*lam.shape[:-1], n)).log()
 
     method_options = OPTIONS
 

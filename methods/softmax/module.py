@@ -16,6 +16,12 @@ class SoftmaxAttention(AttentionMethod):
     name = "softmax"
     impls = ("naive", "sdpa")
     cpu_default = "sdpa"
+    fidelity_note = ("softmax is the exact reference, evaluated in float32 as the method computes it: its errors "
+                     "are float32 rounding, the floor under every other method.")
+
+    def log_weights(self, q, k, positions=None):
+        """The float32 scores q.k / sqrt(D), as the method computes them: log w = s."""
+        return ((q.float() @ k.float().transpose(-1, -2)) / self.head_dim**0.5).double()
 
     def head_flops(self, n, value_dim, causal, impl):
         """naive: scores 2 N^2 D and weights @ v 2 N^2 E, the whole matrix causal or not; backward

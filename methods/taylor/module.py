@@ -19,6 +19,15 @@ class TaylorAttention(FeatureMapAttention):
     """phi(q).phi(k) = 1 + s + s^2/2, s = q.k/sqrt(d); q and k optionally projected to d first."""
 
     name = "taylor"
+    fidelity_note = ("taylor: 1 + s + s^2/2 equals exp(s) up to s^3/6, so its error grows with the score "
+                     "temperature, not with d_phi; both d_phi rows (all D^2 products, or the symmetric half) "
+                     "define the same kernel. feature_dim projections are not swept: untrained, they send "
+                     "queries and keys through independent random matrices and approximate no q.k at all.")
+
+    @classmethod
+    def fidelity_variants(cls, feature_counts):
+        """The full and the symmetric-half map: the same kernel at two feature counts."""
+        return [{"symmetric_half": False}, {"symmetric_half": True}]
     method_options = {**FeatureMapAttention.method_options, "feature_dim": None, "symmetric_half": False}
 
     def __init__(self, head_dim: int, impl: str = "auto", **options) -> None:
