@@ -1,7 +1,8 @@
 """Result records: one JSON file per run, the leaderboard's only input (DESIGN.md, "Result record").
 
 A record is written to a temporary file in its destination folder, flushed to disk, then renamed
-over its final name, so a reader (or a crash) never sees half a record.
+over its final name, so a reader (or a crash) never sees half a record. The writer and the reader
+check a record against its kind's schema (suite/schema.py), the one the site reads and publishes.
 """
 
 from __future__ import annotations
@@ -17,14 +18,16 @@ from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-SCHEMA = 1
-STATUSES = ("ok", "diverged", "oom", "error", "skipped", "interrupted")
-# Every field of a record and the JSON type it must have.
-FIELD_TYPES: dict[str, type | tuple[type, ...]] = {
-    "schema": int, "kind": str, "run_id": str, "created": str, "status": str, "error": (str, type(None)),
-    "method": dict, "task": dict, "config": dict, "config_hash": str, "metrics": dict, "env": dict,
-}
+from pydantic import ValidationError
+
+from suite import schema
+from suite.schema import SCHEMA, STATUSES, Record
+
+# Every field of a record and the JSON type it must have (read from the schema).
+FIELD_TYPES: dict[str, type | tuple[type, ...]] = schema.top_level_types()
 FIELDS = tuple(FIELD_TYPES)
+SHOWN_PROBLEMS = 3  # of a record that does not validate, the problems its error message lists
+
 # Where a run's files go, how it is watched or scheduled, or how many CPU threads it takes does not
 # change what the run measures (the threads change its speed, which the record reports beside).
 NON_DEFINING_KEYS = frozenset({"results_dir", "data_dir", "hydra", "logger", "force", "protocol", "cpu_threads",
@@ -41,6 +44,7 @@ NEUTRAL_VALUES: dict[tuple[str, ...], Any] = {
     ("model", "position"): "learned",
     ("model", "mlp"): True,
     ("model", "conv_kernel"): 3,
+    ("method", "version"): 1,  # the method's code version (suite.run.with_method_version)
 }
 HASH_VERSION = 1
 # What the learning-rate protocol varies inside one board cell (see suite.protocol).
@@ -200,43 +204,74 @@ def write_atomically(path: Path, write: Callable[[Path], None]) -> None:
 
 
 def write_record(record: Mapping, results_dir: str | Path) -> Path:
-    """Write ``record`` atomically under ``results_dir`` and return its path."""
-    path = record_path(record, results_dir)
+    """Check ``record`` against its kind's schema, write it atomically under ``results_dir`` and
+    return its path; RecordError (nothing written) when it does not validate."""
     text = json.dumps(record, indent=2, sort_keys=False, allow_nan=False, default=str) + "\n"
+    parsed = json.loads(text)  # what a reader will see (tuples as lists, other objects as text)
+    validate(parsed, f"record {parsed.get('run_id')!r}")
+    path = record_path(parsed, results_dir)
     write_atomically(path, lambda tmp: tmp.write_text(text))
     return path
 
 
-def read_record(path: str | Path) -> dict:
-    """Parse and check one record; RecordError names the file and what is wrong."""
+def validate(record: Any, where: str) -> Record:
+    """``record`` (parsed JSON) as its kind's model; RecordError naming ``where`` and the fields
+    that are wrong."""
+    if not isinstance(record, dict):
+        raise RecordError(f"{where}: not a record (top level is {type(record).__name__})")
+    version = record.get("schema")
+    if type(version) is not int or version != SCHEMA:  # `true == 1` in Python: not a schema number
+        raise RecordError(f"{where}: unknown schema {version!r} (this suite reads {SCHEMA})")
+    missing = [f for f in FIELDS if f not in record]
+    if missing:
+        raise RecordError(f"{where}: missing fields {', '.join(missing)}")
+    kind = record["kind"]
+    if not isinstance(kind, str) or kind not in kinds():
+        raise RecordError(f"{where}: field 'kind': unknown kind {kind!r}; valid: {', '.join(kinds())}")
+    try:
+        return schema.record_model(kind).model_validate(record)
+    except ValidationError as exc:
+        raise RecordError(f"{where}: {describe(exc)}") from None
+
+
+def describe(exc: ValidationError) -> str:
+    """The first few problems of a failed validation, each naming its field's path."""
+    errors = exc.errors(include_url=False)
+    shown = [f"field {'.'.join(map(str, e['loc']))!r}: {e['msg']}" for e in errors[:SHOWN_PROBLEMS]]
+    more = f" (and {len(errors) - SHOWN_PROBLEMS} more)" if len(errors) > SHOWN_PROBLEMS else ""
+    return "; ".join(shown) + more
+
+
+def load_record(path: str | Path) -> tuple[dict, Record]:
+    """Parse and check one record: the JSON as written and its schema model; RecordError names
+    the file and what is wrong."""
     path = Path(path)
     try:
         record = json.loads(path.read_text())
     except (OSError, ValueError, RecursionError) as exc:  # ValueError: bad UTF-8 or bad JSON
         raise RecordError(f"{path}: not a readable JSON record ({type(exc).__name__}: {exc})") from exc
-    if not isinstance(record, dict):
-        raise RecordError(f"{path}: not a record (top level is {type(record).__name__})")
-    schema = record.get("schema")
-    if type(schema) is not int or schema != SCHEMA:  # `true == 1` in Python: not a schema number
-        raise RecordError(f"{path}: unknown schema {schema!r} (this suite reads {SCHEMA})")
-    missing = [f for f in FIELDS if f not in record]
-    if missing:
-        raise RecordError(f"{path}: missing fields {', '.join(missing)}")
-    for field, expected in FIELD_TYPES.items():
-        if not isinstance(record[field], expected):
-            raise RecordError(f"{path}: field {field!r} has type {type(record[field]).__name__}")
-    if record["kind"] not in kinds() or record["status"] not in STATUSES:
-        raise RecordError(f"{path}: unknown kind {record['kind']!r} or status {record['status']!r}")
-    return record
+    return record, validate(record, str(path))
+
+
+def read_record(path: str | Path) -> dict:
+    """Parse and check one record; RecordError names the file and what is wrong."""
+    return load_record(path)[0]
+
+
+def iter_loaded(results_dir: str | Path) -> Iterator[tuple[Path, dict, Record]]:
+    """Every valid record under ``results_dir`` with its model; invalid files are skipped with a
+    warning naming them."""
+    for path in sorted(Path(results_dir).rglob("*.json")):
+        try:
+            yield path, *load_record(path)
+        except RecordError as exc:
+            warnings.warn(f"skipping {exc}", stacklevel=2)
 
 
 def iter_records(results_dir: str | Path) -> Iterator[tuple[Path, dict]]:
     """Every valid record under ``results_dir``; invalid files are skipped with a warning naming them."""
-    for path in sorted(Path(results_dir).rglob("*.json")):
-        try:
-            yield path, read_record(path)
-        except RecordError as exc:
-            warnings.warn(f"skipping {exc}", stacklevel=2)
+    for path, record, _ in iter_loaded(results_dir):
+        yield path, record
 
 
 def check_writable(results_dir: str | Path) -> None:

@@ -1,4 +1,5 @@
-"""The record writer and reader: schema, atomic writes, stable hashes, no secrets."""
+"""The record writer and reader: one schema per kind (suite/schema.py) that both check, atomic
+writes, stable hashes, no secrets; every record published under results/ validates."""
 
 from __future__ import annotations
 
@@ -9,7 +10,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from suite import records
+from suite import modes, records, schema
+from tests.test_site import decode_record, fidelity_record, kernel_record
+
+REPO = Path(__file__).resolve().parent.parent
 
 CONFIG = {"method": {"name": "softmax"}, "task": {"name": "listops"}, "seed": 0,
           "results_dir": "results", "data_dir": "/data"}
@@ -92,8 +96,59 @@ json_values = st.recursive(
 
 
 @settings(max_examples=50, deadline=None)
-@given(metrics=st.dictionaries(st.text(min_size=1), json_values, max_size=6))
+@given(metrics=st.dictionaries(st.text(min_size=1).filter(lambda k: k not in schema.TrainMetrics.model_fields),
+                               json_values, max_size=6))
 def test_any_json_metrics_round_trip(tmp_path_factory, metrics):
     root = tmp_path_factory.mktemp("r")
     record = make(metrics=metrics)
     assert records.read_record(records.write_record(record, root))["metrics"] == json.loads(json.dumps(metrics))
+
+
+def test_every_declared_metric_is_in_its_kinds_schema():
+    for mode in modes.registry().values():
+        published = json.dumps(schema.json_schema(mode.kind))
+        for metric in mode.all_metrics():
+            assert f'"{metric.name}"' in published and schema.described(metric) in published, (mode.kind, metric.name)
+
+
+@pytest.mark.parametrize("kind, change, where", [
+    ("train", lambda r: r["metrics"].update(test_accuracy="high"), "metrics.test_accuracy"),
+    ("train", lambda r: r["metrics"].update(peak_memory_bytes=1.5), "metrics.peak_memory_bytes"),  # bytes are whole
+    ("train", lambda r: r["task"].update(seq_len=True), "task.seq_len"),  # true is no length
+    ("train", lambda r: r["env"].update(git_dirty="no"), "env.git_dirty"),
+    ("train", lambda r: r.update(metric={}), "metric"),  # a misspelt field
+    ("kernel", lambda r: r["metrics"]["points"][0].pop("length"), "metrics.points.0.length"),
+    ("kernel", lambda r: r["metrics"]["points"][1].update(status="fine"), "metrics.points.1.status"),
+    ("decode", lambda r: r["metrics"]["reference"]["points"][0].update(state_bytes=-8), "metrics.reference.points.0.state_bytes"),
+    ("fidelity", lambda r: r["metrics"]["points"][0]["denominator_rel_error"].update(mean="small"),
+     "metrics.points.0.denominator_rel_error.mean"),
+])
+def test_the_writer_and_the_reader_refuse_what_the_schema_refuses(tmp_path, kind, change, where):
+    made = {"train": make, "kernel": lambda: kernel_record("linear", {"chunk": lambda n: 1e-6 * n}),
+            "decode": lambda: decode_record("linear"), "fidelity": lambda: fidelity_record("favor")}
+    good = made[kind]()
+    path = records.write_record(good, tmp_path / "good")
+    bad = json.loads(path.read_text())
+    change(bad)
+    with pytest.raises(records.RecordError, match=f"field '{where}'"):
+        records.write_record(bad, tmp_path / "bad")
+    assert not (tmp_path / "bad").exists()  # nothing written
+    (tmp_path / "bad.json").write_text(json.dumps(bad))
+    with pytest.raises(records.RecordError, match=f"field '{where}'") as refused:
+        records.read_record(tmp_path / "bad.json")
+    assert str(tmp_path / "bad.json") in str(refused.value)
+
+
+def test_keys_the_schema_does_not_name_are_kept_as_written(tmp_path):
+    record = make(metrics={"test_accuracy": 0.5, "steps": 3, "my_own_metric": {"any": ["json", 1]}})
+    record["method"]["note"] = "kept"
+    path, back, model = records.write_record(record, tmp_path), None, None
+    back, model = records.load_record(path)
+    assert back == json.loads(json.dumps(record))
+    assert model.metrics.test_accuracy == 0.5 and model.metrics.steps == 3 and model.method.name == "softmax"
+
+
+def test_every_record_published_under_results_validates():
+    found = sorted((REPO / "results").rglob("*.json"))
+    loaded = [records.load_record(path)[1] for path in found]  # RecordError names the first that does not
+    assert {model.kind for model in loaded} >= {"train", "kernel", "fidelity", "decode"}
