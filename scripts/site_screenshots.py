@@ -1,10 +1,11 @@
 """Screenshots of the leaderboard site for the docs: the board and one plot, in headless Chromium.
 
     python scripts/site_screenshots.py [--results results] [--board docs/site_board.png]
-                                       [--plot docs/site_plot.png] [--section pareto]
+                                       [--plot docs/site_plot.png] [--section kernel]
 
 Builds the site from --results into a temporary folder (site/_build is left alone), opens it from
-disk (file://) and saves the board's page and the first figure of --section. Needs chromium,
+disk (file://) and saves the board's page and the first figure of --section (a mode's section of
+the plots page), drawn live, with the tooltip of a point it hovers. Needs chromium,
 chromium-driver and selenium (see suite/site/browser.py).
 """
 
@@ -15,8 +16,14 @@ import sys
 import tempfile
 from pathlib import Path
 
+from selenium.webdriver.common.action_chains import ActionChains
+from selenium.webdriver.support.ui import WebDriverWait
+
+from suite import modes
 from suite.site import build_site
 from suite.site.browser import BrowserMissing, chromium, console_errors
+
+LIVE = "return document.querySelectorAll('.chart.live').length === document.querySelectorAll('.chart').length"
 
 
 def take(results: Path, board_png: Path, plot_png: Path, section: str) -> None:
@@ -26,10 +33,14 @@ def take(results: Path, board_png: Path, plot_png: Path, section: str) -> None:
             driver.get((out / "index.html").resolve().as_uri())
             driver.save_screenshot(str(board_png))
             driver.get((out / "plots.html").resolve().as_uri())
+            WebDriverWait(driver, 120).until(lambda d: d.execute_script(LIVE))
             figures = driver.find_elements("css selector", f"section#{section} figure")
             if not figures:
                 raise SystemExit(f"error: no figure in section {section!r} of the plots page")
-            driver.execute_script("arguments[0].scrollIntoView()", figures[0])
+            driver.execute_script("arguments[0].scrollIntoView({block: 'center'})", figures[0])
+            points = figures[0].find_elements("css selector", ".chart g.mark-symbol path")
+            if points:  # a point's tooltip, as a reader hovering it sees
+                ActionChains(driver).move_to_element(points[len(points) // 2]).perform()
             figures[0].screenshot(str(plot_png))
             errors = console_errors(driver)
             if errors:
@@ -42,7 +53,7 @@ def main() -> None:
     parser.add_argument("--results", type=Path, default=Path("results"))
     parser.add_argument("--board", type=Path, default=Path("docs/site_board.png"))
     parser.add_argument("--plot", type=Path, default=Path("docs/site_plot.png"))
-    parser.add_argument("--section", default="pareto", choices=("pareto", "kernel", "fidelity", "decode"))
+    parser.add_argument("--section", default="kernel", choices=[m.kind for m in modes.registry().values() if m.section])
     args = parser.parse_args()
     try:
         take(args.results, args.board, args.plot, args.section)

@@ -1,23 +1,28 @@
 """The leaderboard site builds from a results folder: every method and task shows, record text is
-escaped, bad files are skipped with a warning, nothing remote is referenced, and the numbers on the
-board (seed means, LRA average, Pareto frontier, kernel crossover) are right."""
+escaped, bad files are skipped with a warning, nothing remote is referenced, the numbers on the
+board (seed means, LRA average, Pareto frontier, kernel crossover) are right, every figure has a
+static SVG for readers without JavaScript, and each kind's record schema is published."""
 
 from __future__ import annotations
 
 import json
 import math
 import re
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
 
 from suite.records import new_record, write_record
-from suite.site import SiteError, build_site, reference
+from suite.site import SiteError, build_site, pages, reference
 from suite.site.__main__ import main
 from suite.site.board import LRA_TASKS, board_rows
-from suite.site.figures import crossover, fidelity_figures, sweep_figures
+from suite.site.charts import validate
+from suite.site.figures import crossover, fidelity_figures, pareto_front, sweep_figures
+from suite.site.render import BUNDLE, static_svg
 from suite.site.runs import load_runs, reproduce_command
-from suite.site.svg import pareto_front
 
 SCRIPT = "<script>alert('x')</script>"
 KERNEL_NS = (256, 512, 1024, 2048, 4096, 8192)
@@ -49,7 +54,7 @@ def kernel_record(method: str, impls: dict) -> dict:
             if method == "softmax" and n == KERNEL_NS[-1]:
                 points.append({**point, "status": "oom", "reason": "out of memory"})
                 continue
-            points.append({**point, "fwd_median_s": seconds(n), "fwd_p10_s": 0.9 * seconds(n),
+            points.append({**point, "fwd_median_s": seconds(n), "fwd_p10_s": 0.9 * seconds(n), "fwd_p90_s": 1.2 * seconds(n),
                            "fwdbwd_median_s": 3 * seconds(n), "fwdbwd_peak_memory_bytes": 64 * n * (n if impl != "chunk" else 8)})
     config = {"method": {"name": method, "impl": "auto"}, "mode": {"name": "kernel"}, "seed": 0}
     return new_record("kernel", config=config, config_hash=f"k{method}", method={"name": method, "impl": "auto", "params": {}},
@@ -121,17 +126,40 @@ def test_board_shows_every_method_and_task(built):
     assert "LRA avg" in board and "Path-X excluded" in board
 
 
+def as_html(text: str) -> str:
+    """``text`` as the site's templates print it (autoescaped)."""
+    return pages.environment().from_string("{{ text }}").render(text=text)
+
+
+SCRIPTS = ("board.js", BUNDLE, "plots.js")  # the only scripts a page loads, all from assets/
+
+
 def test_record_text_is_escaped_everywhere(built):
     _, out, _ = built
     pages = built_text(out)
     for path, text in pages.items():
         if path.suffix == ".html":
             assert "<script>alert" not in text, path
-            assert text.count("<script") == 1 and '<script src="' in text, path  # only board.js
-    escaped = "&lt;script&gt;alert(&#x27;x&#x27;)&lt;/script&gt;"
+            tags = re.findall(r"<script([^>]*)>", text)
+            loaded = [re.fullmatch(r' src="(?:\.\./)?assets/([^"]+)"', t) for t in tags if "src=" in t]
+            assert all(m and m.group(1) in SCRIPTS for m in loaded) and loaded, (path, tags)
+            # Every other script is a figure's spec: JSON, not run, with record text inside it
+            # written so that no "</script>" or "<" can end it (Jinja's tojson).
+            specs = re.findall(r'<script type="application/json" id="spec-[^"]+">(.*?)</script>', text, re.S)
+            assert len(tags) == len(loaded) + len(specs), path
+            for spec in specs:
+                assert "<" not in spec
+                json.loads(spec)
+    escaped = as_html(SCRIPT)
+    assert escaped == "&lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt;"
     run_pages = [t for p, t in pages.items() if "runs" in p.parts and "diverged" in t]
     assert run_pages and escaped in run_pages[0]
-    assert escaped in pages[out / "index.html"] and escaped in pages[out / "plots.html"]  # board, legend
+    assert escaped in pages[out / "index.html"]  # the board's row head
+    plots = pages[out / "plots.html"]
+    assert "\\u003cscript\\u003ealert" in plots  # in the Pareto figures' specs, as data
+    legends = [p.read_text() for p in (out / "figures").glob("*.svg")]
+    assert any("&lt;script&gt;alert" in svg for svg in legends)  # in a static figure's legend, escaped
+    assert not any("<script" in svg for svg in legends)
 
 
 def test_bad_files_are_skipped_with_a_warning_naming_them(built, tmp_path, capsys):
@@ -145,8 +173,16 @@ def test_bad_files_are_skipped_with_a_warning_naming_them(built, tmp_path, capsy
 
 def test_no_remote_asset_is_referenced(built):
     _, out, _ = built
-    for path, text in built_text(out).items():
+    texts = built_text(out)
+    bundle = texts.pop(out / "assets" / BUNDLE)  # Vega's own code names URLs it could load; the site gives it none
+    assert bundle.startswith("// vega-embed") and "bundled by vl-convert-python" in bundle.splitlines()[0]
+    for path, text in texts.items():
+        if path.parent.name == "schema":  # a JSON Schema names its meta-schema by URI (an identifier, not fetched)
+            assert json.loads(text)["$schema"] == "https://json-schema.org/draft/2020-12/schema"
+            text = text.replace("https://json-schema.org/draft/2020-12/schema", "")
         assert not re.search(r"https?://|//cdn|@import|url\(", text), path
+    for spec in re.findall(r'<script type="application/json" id="spec-[^"]+">(.*?)</script>', texts[out / "plots.html"], re.S):
+        assert '"url"' not in spec  # every figure's data is inline
 
 
 def test_failed_runs_are_shown_as_such_not_averaged(built):
@@ -189,27 +225,111 @@ def test_crossover_of_power_laws_is_where_they_meet():
     assert crossover(quadratic, {n: 1e-12 for n in KERNEL_NS}, "lower") is None  # better everywhere
 
 
+def spec_text(figure) -> str:
+    return json.dumps(figure.spec, ensure_ascii=False)
+
+
+def rows_of(figure, layer_mark: str | None = None) -> list[dict]:
+    """The data rows of a figure's spec (the whole layer's, or those of a layer with that mark)."""
+    if layer_mark is None:
+        return figure.spec["data"]["values"]
+    return [r for layer in figure.spec["layer"] if layer["mark"]["type"] == layer_mark
+            for r in layer.get("data", {}).get("values", [])]
+
+
 def test_kernel_decode_and_fidelity_plots(built):
     results, out, _ = built
     runs, _ = load_runs(results)
     kernel = sweep_figures(runs, "kernel", "N")
     assert [f.title for f in kernel] == ["kernel: fwd vs N, Test GPU", "kernel: fwd+bwd vs N, Test GPU",
                                          "kernel: peak mem f+b vs N, Test GPU"]
-    fwd = kernel[0].svg
+    fwd = kernel[0]
     # SDPA (0.5e-9 N^2, inside linear's record) is the best softmax; linear (1e-6 N) beats it at 2000.
-    assert "linear beats softmax from N≈2000" in fwd and "softmax · sdpa" in fwd and "linear · sdpa" not in fwd
-    assert "oom at 8K" in fwd and "fwd_p10_s" not in "".join(f.title for f in kernel)
+    assert fwd.spec["title"]["subtitle"] == ["linear beats softmax from N≈2000"]
+    assert [m["x"] for m in rows_of(fwd, "rule")] == [pytest.approx(2000.0)]
+    assert "softmax · sdpa" in fwd.series() and "linear · sdpa" not in fwd.series()
+    failed = [layer for layer in fwd.spec["layer"] if layer["mark"].get("shape") == "cross"]  # crosses on the top edge
+    assert [(r["series"], r["x"], r["tip"]) for r in failed[0]["data"]["values"]] == [("softmax · naive", 8192, "oom at 8K")]
+    assert "fwd_p10_s" not in "".join(f.title for f in kernel)
+    # The p10-p90 band of the kernel's times, from the points' own fields.
+    sdpa = [r for r in rows_of(fwd) if r["series"] == "softmax · sdpa"]
+    assert all(r["lo"] == pytest.approx(0.9 * r["y"]) and r["hi"] == pytest.approx(1.2 * r["y"]) for r in sdpa)
+    assert any(layer["mark"]["type"] == "area" for layer in fwd.spec["layer"])
+    assert "p10 to p90" in fwd.caption and "lo" not in rows_of(kernel[2])[0]  # memory has no band
     decode = sweep_figures(runs, "decode", "context")
     assert {f.title for f in decode} == {f"decode: {m} vs context, cpu (batch_size={b})"
                                          for m in ("median/token", "state") for b in (1, 8)}
-    assert all("linear beats softmax from N≈1000" in f.svg for f in decode if "median/token" in f.title)
+    assert all(f.spec["title"]["subtitle"] == ["linear beats softmax from N≈1000"] for f in decode if "median/token" in f.title)
     fidelity = fidelity_figures(runs)
     assert [f.title for f in fidelity] == ["fidelity: denominator err vs d_phi", "fidelity: denominator err vs N",
                                            "fidelity: output err vs d_phi", "fidelity: output err vs N"]
+    assert sorted({r["y"] for r in rows_of(fidelity[0])}) == pytest.approx([1 / math.sqrt(d) for d in (256, 64, 16)])  # means
+    for figure in kernel + decode + fidelity:  # valid Vega-Lite; the scaling plots zoom and pan
+        validate(figure.spec)
+        assert {"name": "zoom", "select": {"type": "interval"}, "bind": "scales"}.items() <= next(
+            p for p in figure.spec["params"] if p["name"] == "zoom").items()
     plots = (out / "plots.html").read_text()
-    assert plots.count("<svg") == len(kernel) + len(decode) + len(fidelity) + 4  # + Pareto: 2 points x 2 costs
+    assert plots.count('<div class="chart" data-spec=') == len(kernel) + len(decode) + len(fidelity) + 4  # + Pareto: 2 points x 2 costs
     assert "errors.svg" in plots and "escape.svg" not in plots  # a record cannot point outside its folder
     assert next(out.rglob("errors.svg")).read_text() == "<svg></svg>"
+    static = next(out.glob("figures/plot-*-kernel__fwd_vs_N*.svg")).read_text()
+    for text in ("softmax · sdpa", "linear · chunk", "linear beats softmax from N≈2000",
+                 "kernel: fwd vs N (sequence length), Test GPU"):
+        assert f">{text}<" in static, text  # the static figure names every series and the crossover
+
+
+def svg_texts(svg: str) -> list[str]:
+    return [t.text for t in ET.fromstring(svg).iter("{http://www.w3.org/2000/svg}text") if t.text]
+
+
+def test_every_figure_has_a_static_svg_in_its_place(built):
+    _, out, _ = built
+    for page in ("index.html", "plots.html"):
+        html = (out / page).read_text()
+        holders = re.findall(r'<div class="chart" data-spec="(spec-[^"]+)"><img src="([^"]+)" alt="([^"]*)" '
+                             r'width="(\d+)" height="(\d+)"></div>', html)
+        assert len(holders) == html.count('data-spec="') and holders, page
+        for spec_id, src, alt, width, height in holders:
+            assert f'<script type="application/json" id="{spec_id}">' in html
+            svg = (out / src).read_text()
+            root = ET.fromstring(svg)
+            assert (root.get("width"), root.get("height")) == (width, height)
+            marks = root.findall(".//{http://www.w3.org/2000/svg}path") + root.findall(".//{http://www.w3.org/2000/svg}line")
+            assert len(marks) > 10 and alt.split(" (static figure")[0] in svg_texts(svg), src  # drawn, titled
+
+
+def test_log_ticks_are_round_in_the_unit_shown(built):
+    _, out, _ = built
+    memory = next(out.glob("figures/plot-*-kernel__peak_mem*.svg")).read_text()
+    labels = svg_texts(memory)
+    byte_ticks = [t for t in labels if re.fullmatch(r"[\d.]+ (B|KiB|MiB|GiB)", t)]
+    assert len(byte_ticks) >= 3 and all(re.fullmatch(r"\d+ (B|KiB|MiB|GiB)", t) for t in byte_ticks), byte_ticks
+    assert [t for t in labels if re.fullmatch(r"\d+K?", t)][:3] == ["256", "512", "1K"]  # lengths in powers of two
+    time_ticks = [t for t in svg_texts(next(out.glob("figures/plot-*-kernel__fwd_vs_N*.svg")).read_text())
+                  if re.fullmatch(r"[\d.]+ (ns|µs|ms|s)", t)]
+    assert len(time_ticks) >= 3 and all(re.fullmatch(r"(1|10|100) (µs|ms|s)", t) for t in time_ticks), time_ticks
+
+
+def test_each_kind_schema_is_published_and_checks_records(built, tmp_path):
+    results, out, _ = built
+    runs_page = (out / "runs.html").read_text()
+    records = {run.kind: run.source for run in load_runs(results)[0]}
+    assert set(records) == {"train", "kernel", "fidelity", "decode"}
+    for kind, source in records.items():
+        assert f'href="schema/record-{kind}.json"' in runs_page
+        schema_file = out / "schema" / f"record-{kind}.json"
+        assert json.loads(schema_file.read_text())["title"] == f"{kind.capitalize()}Record"
+        # A submitter's check: the published schema, another tool (check-jsonschema), the raw record.
+        good = subprocess.run([sys.executable, "-m", "check_jsonschema", "--schemafile", str(schema_file),
+                               str(results / source)], capture_output=True, text=True)
+        assert good.returncode == 0, good.stdout + good.stderr
+    bad = json.loads((results / records["kernel"]).read_text())
+    bad["metrics"]["points"][0]["length"] = "long"  # the swept length must be a number
+    (tmp_path / "bad.json").write_text(json.dumps(bad))
+    refused = subprocess.run([sys.executable, "-m", "check_jsonschema", "--schemafile",
+                              str(out / "schema" / "record-kernel.json"), str(tmp_path / "bad.json")],
+                             capture_output=True, text=True)
+    assert refused.returncode == 1 and "length" in refused.stdout + refused.stderr
 
 
 def test_run_page_reproduces_and_links_the_raw_record(built):

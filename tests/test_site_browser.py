@@ -1,5 +1,7 @@
 """The built site in real headless Chromium, opened from disk: no console errors, a click on a
-column header sorts the board, the filters hide rows, every plot draws something, links resolve.
+column header sorts the board, the filters hide rows, every figure is drawn live (vega-embed from
+the build's assets) in place of its static SVG, hovering a point shows its values, a legend click
+shows one series alone, links resolve.
 
 Marked `external` (it needs Debian's chromium and chromium-driver): .ci/run installs them and runs
 these tests after the default run. Never skipped: without Chromium, its driver or selenium it fails
@@ -11,6 +13,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from selenium.webdriver.common.action_chains import ActionChains
+from selenium.webdriver.support.ui import WebDriverWait
 
 from suite.site import build_site
 from suite.site.browser import chromium, console_errors
@@ -69,20 +73,66 @@ def test_filters_hide_other_devices(browser, site):
     assert all(r.is_displayed() for r in rows)
 
 
+def all_figures_live(driver) -> bool:
+    return driver.execute_script("const all = document.querySelectorAll('.chart');"
+                                 "return all.length > 0 && document.querySelectorAll('.chart.live').length === all.length")
+
+
 def test_every_plot_draws(browser, site, tmp_path):
     browser.get((site / "plots.html").as_uri())
+    WebDriverWait(browser, 60).until(all_figures_live)
     sizes = browser.execute_script(
-        "return Array.from(document.querySelectorAll('svg.plot')).map(svg => {"
-        "  const shapes = svg.querySelectorAll('circle, polyline');"
-        "  const box = svg.getBBox();"
-        "  return [shapes.length, box.width, box.height,"
-        "          Array.from(shapes).filter(s => s.getBBox().width > 0 || s.getBBox().height > 0).length];"
+        "return Array.from(document.querySelectorAll('.chart.live')).map(chart => {"
+        "  const svg = chart.querySelector('svg.marks'), box = svg.getBBox();"
+        "  const marks = svg.querySelectorAll('g.mark-symbol path, g.mark-line path');"
+        "  return [marks.length, box.width, box.height, chart.querySelectorAll('img').length,"
+        "          Array.from(marks).filter(m => m.getBBox().width > 0 || m.getBBox().height > 0).length];"
         "})")
     assert len(sizes) >= 10
-    for shapes, width, height, drawn in sizes:
-        assert shapes > 0 and drawn > 0 and width > 100 and height > 100
+    for marks, width, height, static_left, drawn in sizes:
+        assert marks > 0 and drawn > 0 and width > 300 and height > 200 and static_left == 0
     browser.find_element("css selector", "section#kernel figure").screenshot(str(tmp_path / "plot.png"))
     assert (tmp_path / "plot.png").stat().st_size > 5_000
+    assert console_errors(browser) == []
+
+
+def tooltip(driver) -> str:
+    """The text of vega-tooltip's box once it shows."""
+    WebDriverWait(driver, 10).until(lambda d: d.execute_script(
+        "const t = document.getElementById('vg-tooltip-element'); return t !== null && t.classList.contains('visible')"))
+    return driver.find_element("id", "vg-tooltip-element").text
+
+
+def test_hovering_a_point_shows_its_values(browser, site):
+    browser.get((site / "plots.html").as_uri())
+    WebDriverWait(browser, 60).until(all_figures_live)
+    figure = browser.find_element("css selector", "section#kernel .chart.live")  # kernel: fwd vs N
+    browser.execute_script("arguments[0].scrollIntoView({block: 'center'})", figure)
+    point = next(p for p in figure.find_elements("css selector", "g.mark-symbol path")
+                 if "series: softmax · sdpa" in (p.get_attribute("aria-label") or "") and "x: 1024;" in p.get_attribute("aria-label"))
+    ActionChains(browser).move_to_element(point).perform()
+    shown = tooltip(browser).splitlines()
+    # SDPA inside linear's record: 0.5e-9 N^2 s at N = 1024, with its p10-p90 band (0.9x to 1.2x).
+    assert shown[:3] == ["series softmax · sdpa", "N (sequence length) 1K", "fwd (s) 524 us"], shown
+    assert "p10-p90 472 us to 629 us" in shown[3]
+    assert console_errors(browser) == []
+
+
+def test_a_legend_click_shows_that_series_alone(browser, site):
+    browser.get((site / "plots.html").as_uri())
+    WebDriverWait(browser, 60).until(all_figures_live)
+    figure = browser.find_element("css selector", "section#kernel .chart.live")
+    browser.execute_script("arguments[0].scrollIntoView({block: 'center'})", figure)
+
+    def opacity(series: str) -> set[str]:
+        return {p.get_attribute("opacity") or "1" for p in figure.find_elements("css selector", "g.mark-symbol path")
+                if f"series: {series};" in (p.get_attribute("aria-label") or "")}
+
+    assert opacity("linear · chunk") == opacity("softmax · sdpa") == {"1"}
+    entry = next(e for e in figure.find_elements("css selector", "g.role-legend-label text") if e.text == "linear · chunk")
+    ActionChains(browser).move_to_element(entry).click().perform()
+    WebDriverWait(browser, 5).until(lambda d: opacity("softmax · sdpa") != {"1"})
+    assert opacity("linear · chunk") == {"1"} and all(float(v) < 0.5 for v in opacity("softmax · sdpa"))
     assert console_errors(browser) == []
 
 

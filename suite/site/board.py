@@ -8,7 +8,6 @@ from __future__ import annotations
 import math
 import statistics
 from collections import Counter
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -65,12 +64,8 @@ class Column:
 
 
 def column_of(run: Run) -> Column:
-    model = run.record["config"].get("model")
-    name = model.get("name") if isinstance(model, Mapping) else None
-    task = run.record["task"]
-    as_int = lambda v: int(v) if number(v) is not None else None  # noqa: E731
-    return Column(run.task, as_int(task.get("seq_len")), as_int(task.get("num_kv_pairs")),
-                  str(name) if name is not None else None)
+    model = run.model.config.model
+    return Column(run.task, run.model.task.seq_len, run.model.task.num_kv_pairs, model.name if model else None)
 
 
 @dataclass
@@ -85,7 +80,7 @@ class Cell:
 
     def values(self, metric: str = ACCURACY.name) -> list[float]:
         """``metric`` of the runs that finished ok and hold a number for it (one per seed)."""
-        values = (number(r.metrics.get(metric)) for r in self.runs if r.status == "ok")
+        values = (r.metric(metric) for r in self.runs if r.status == "ok")
         return [v for v in values if v is not None]
 
     def mean(self, metric: str = ACCURACY.name) -> float | None:
@@ -161,11 +156,8 @@ def config_cell(runs: list[Run]) -> Cell:
 
 
 def config_key(run: Run) -> str:
-    """The run's cell_key; a config too old or odd for it (no budget block) is its own."""
-    try:
-        return cell_key(run.record["config"])
-    except (KeyError, AttributeError, TypeError):
-        return run.config_hash
+    """The run's cell_key: what defines its configuration, the learning rate and seed aside."""
+    return cell_key(run.record["config"])
 
 
 def make_cell(runs: list[Run]) -> Cell:
@@ -226,11 +218,9 @@ VARIANT_SIZES = ("d_model", "num_heads", "num_layers", "d_ff")
 
 
 def _sizes(run: Run) -> dict[str, Any]:
-    config = run.record["config"]
-    model = config.get("model") if isinstance(config.get("model"), Mapping) else {}
-    method = config.get("method") if isinstance(config.get("method"), Mapping) else {}
-    options = method.get("options") if isinstance(method.get("options"), Mapping) else {}
-    return {**{k: model.get(k) for k in VARIANT_SIZES}, **{k: v for k, v in options.items()}}
+    config = run.model.config
+    options = (config.method.options if config.method else None) or {}
+    return {**{k: getattr(config.model, k, None) for k in VARIANT_SIZES}, **options}
 
 
 def variants(runs: list[Run]) -> dict[int, str]:
@@ -296,9 +286,9 @@ def board_baseline(run: Run) -> Baseline | None:
     """The baseline a run is read against on the board: the one its record names, except on recall,
     where it is at least 1 / key-value pairs. A model that copies any value of the context scores
     that without binding a single key to its value (records before this rule name chance, 1 / values)."""
-    recorded = number(run.metrics.get("baseline_accuracy"))
-    name = str(run.metrics.get("baseline_name") or "baseline")
-    pairs = number(run.record["task"].get("num_kv_pairs"))
+    recorded = run.metric("baseline_accuracy")
+    name = run.metric("baseline_name") or "baseline"
+    pairs = run.model.task.num_kv_pairs
     if pairs and pairs >= 1 and (recorded is None or 1.0 / pairs > recorded):
         return Baseline(1.0 / pairs, IN_CONTEXT_GUESS)
     return None if recorded is None else Baseline(recorded, name)

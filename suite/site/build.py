@@ -1,28 +1,31 @@
 """Build the static site: a pure function of the results folder (plus site/templates and
 site/assets). Output: index.html (the board), plots.html, runs.html, runs/<run>.html, the raw
-records under records/, and records.json / records.csv."""
+records under records/, records.json / records.csv, each figure's static SVG under figures/,
+and the record schema of each kind under schema/."""
 
 from __future__ import annotations
 
 import csv
 import io
 import json
+import re
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
-from string import Template
 
-from suite import modes
+from suite import modes, schema
 from suite.metrics import declared as declared_metrics
-from suite.site import pages
+from suite.site import pages, render
 from suite.site.board import board_columns, board_rows, reference_rows
-from suite.site.figures import board_figures, fidelity_figures, fidelity_headline, pareto_figures, sweep_figures
-from suite.site.runs import Run, load_runs, number
+from suite.site.figures import (Figure, board_figures, fidelity_figures, fidelity_headline, pareto_figures,
+                                sweep_figures)
+from suite.site.runs import Run, load_runs, number, safe_name
 
-SITE_DIR = Path(__file__).resolve().parents[2] / "site"
+SITE_DIR = pages.SITE_DIR
 MARKER = ".suite-site"  # marks a folder this builder made, so a rebuild may clear it
 CSV_FIELDS = ("run_id", "kind", "status", "method", "impl", "task", "budget", "device", "dtype", "seed",
               "created", "git_commit", "config_hash", "record")
+SVG_SIZE = re.compile(r'<svg[^>]*?width="([\d.]+)"[^>]*?height="([\d.]+)"')
 
 
 class SiteError(ValueError):
@@ -45,32 +48,61 @@ def build_site(results_dir: str | Path, out_dir: str | Path, site_dir: Path = SI
     runs, problems = load_runs(results_dir)
     prepare_output(out_dir)
     shutil.copytree(site_dir / "assets", out_dir / "assets")
-    template = Template((site_dir / "templates" / "page.html").read_text())
-    footer = (f"Built by <code>python -m suite.site</code> from {len(runs)} record(s) under results/. "
-              "Static files: no network needed.")
+    env = pages.environment(Path(site_dir))
 
-    def write(path: str, title: str, body: str) -> None:
-        root = "../" * path.count("/")
+    def write(path: str, text: str) -> None:
         target = out_dir / path
         target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(pages.render(template, title, body, root, footer))
+        target.write_text(text)
+
+    def page(path: str, title: str) -> dict:
+        return {"title": title, "root": "../" * path.count("/"), "run_count": len(runs)}
 
     rows = board_rows(runs)
     columns = board_columns(rows)
+    placed = place_figures(board_figures(rows, columns), out_dir, "board")
+    write("index.html", pages.board_page(env, rows, columns, reference_rows(), problems, figures=placed,
+                                         fidelity=fidelity_headline(runs), left_off=left_off_notes(site_dir),
+                                         **page("index.html", "Leaderboard")))
     figures = [f for mode in modes.registry().values() if mode.section
                for f in mode_figures(mode, runs, rows, columns)]
-    board = pages.board_page(rows, columns, reference_rows(), problems, figures=board_figures(rows, columns),
-                             fidelity=fidelity_headline(runs), left_off=left_off_notes(site_dir))
-    write("index.html", "Leaderboard", board)
-    write("plots.html", "Plots", pages.plots_page(figures, runs))
-    write("runs.html", "All runs", pages.runs_page(runs))
+    write("plots.html", pages.plots_page(env, place_figures(figures, out_dir, "plot"), runs,
+                                         **page("plots.html", "Plots")))
+    if placed or figures:
+        write(f"assets/{render.BUNDLE}", render.javascript_bundle())
+    write("runs.html", pages.runs_page(env, runs, publish_schemas(out_dir), **page("runs.html", "All runs")))
     for run in runs:
-        write(run.page, f"{run.method} on {run.task} ({run.kind}, {run.status})", pages.run_page(run))
+        write(run.page, pages.run_page(env, run, **page(run.page, f"{run.method} on {run.task} ({run.kind}, {run.status})")))
         copy_record(run, results_dir, out_dir)
-    (out_dir / "records.json").write_text(json.dumps([r.record for r in runs], indent=1, default=str) + "\n")
-    (out_dir / "records.csv").write_text(records_csv(runs))
-    (out_dir / MARKER).write_text("built by python -m suite.site; rebuilt whole on each build\n")
+    write("records.json", json.dumps([r.record for r in runs], indent=1, default=str) + "\n")
+    write("records.csv", records_csv(runs))
+    write(MARKER, "built by python -m suite.site; rebuilt whole on each build\n")
     return BuildReport(out_dir, len(runs), problems)
+
+
+def place_figures(figures: list[Figure], out_dir: Path, prefix: str) -> list[pages.Placed]:
+    """Render each figure's static SVG into figures/ (what a page shows without JavaScript)."""
+    placed = []
+    for i, figure in enumerate(figures):
+        slug = f"{prefix}-{i + 1:02d}-{safe_name(figure.title)[:80]}"
+        svg = render.static_svg(figure.spec)
+        path = out_dir / "figures" / f"{slug}.svg"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(svg)
+        width, height = (round(float(v)) for v in SVG_SIZE.search(svg).groups())
+        placed.append(pages.Placed(figure, slug, f"figures/{slug}.svg", width, height))
+    return placed
+
+
+def publish_schemas(out_dir: Path) -> list[tuple[str, str]]:
+    """schema/record-<kind>.json for every kind: (kind, path in the build)."""
+    published = []
+    for mode in modes.registry().values():
+        path = f"schema/record-{mode.kind}.json"
+        (out_dir / "schema").mkdir(exist_ok=True)
+        (out_dir / path).write_text(json.dumps(schema.json_schema(mode.kind), indent=1) + "\n")
+        published.append((mode.kind, path))
+    return published
 
 
 def mode_figures(mode: modes.Mode, runs: list[Run], rows: list, columns: list) -> list:
@@ -129,8 +161,8 @@ def records_csv(runs: list[Run]) -> str:
     writer.writerow(list(CSV_FIELDS) + metric_columns)
     for run in runs:
         identity = (run.run_id, run.kind, run.status, run.method, run.impl, run.task, run.budget, run.device,
-                    run.dtype, run.seed, run.record.get("created"), run.record["env"].get("git_commit"),
-                    run.record.get("config_hash"), run.source.as_posix())
+                    run.dtype, run.seed, run.created, run.model.env.git_commit, run.config_hash,
+                    run.source.as_posix())
         values = [run.metrics.get(n) for n in metric_columns]
         writer.writerow([csv_cell(v) for v in (*identity, *values)])
     return buffer.getvalue()

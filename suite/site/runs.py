@@ -1,8 +1,9 @@
-"""Reading results/ for the site: every record becomes a :class:`Run` with the few facts the pages
-group by (method, task, budget, device, dtype, seed), read defensively.
+"""Reading results/ for the site: every record becomes a :class:`Run`, its schema model
+(suite/schema.py) beside the JSON as written; the pages group by the few facts a run has (method,
+task, budget, device, dtype, seed), read from the schema's fields.
 
-A file that is not a valid record, or a record whose fields have the wrong shape, is skipped with a
-message naming the file; the build goes on.
+A file that is not a valid record of its kind's schema is skipped with a message naming the file
+and the field; the build goes on.
 """
 
 from __future__ import annotations
@@ -11,94 +12,102 @@ import math
 import re
 import shlex
 import warnings
-from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from suite import metrics as declared
-from suite.records import iter_records
+from suite.records import iter_loaded
+from suite.schema import Record
 
 PLOT_SUFFIXES = (".png", ".svg", ".jpg", ".jpeg", ".webp")
 
 
 @dataclass(frozen=True)
 class Run:
-    """One record plus what the site derives from it."""
+    """One record: the JSON as written, its schema model, and what the site derives from it."""
 
     record: dict
+    model: Record
     source: Path  # the record's path relative to the results folder
     page: str  # the run's page, relative to the site root: runs/<safe run id>.html
     plots: tuple[str, ...] = ()  # image files the record names that lie beside it
 
     @property
     def kind(self) -> str:
-        return self.record["kind"]
+        return self.model.kind
 
     @property
     def status(self) -> str:
-        return self.record["status"]
+        return self.model.status
 
     @property
     def method(self) -> str:
-        return str(self.record["method"].get("name", "?"))
+        return self.model.method.name
 
     @property
     def impl(self) -> str:
-        return str(self.record["method"].get("impl", "?"))
+        return str(self.model.method.impl)
 
     @property
     def task(self) -> str:
-        return str(self.record["task"].get("name", "?"))
+        return self.model.task.name
 
     @property
     def metrics(self) -> dict:
+        """The metrics as written (every key, for the run's page and the downloads)."""
         return self.record["metrics"]
+
+    def metric(self, name: str) -> Any:
+        """The value of metric ``name``, a field of the kind's metrics schema (None if not recorded)."""
+        fields = type(self.model.metrics).model_fields
+        if name not in fields:
+            raise KeyError(f"{name!r} is not a field of the {self.kind} metrics schema; fields: {', '.join(fields)}")
+        return getattr(self.model.metrics, name)
 
     @property
     def budget(self) -> str:
-        budget = self.record["config"].get("budget")
-        return str(budget.get("name", "?")) if isinstance(budget, Mapping) else "-"
+        budget = self.model.config.budget
+        return "-" if budget is None else str(budget.name or "?")
 
     @property
     def device(self) -> str:
         """'cpu', or the GPU's name: throughput is only comparable on the same device."""
-        env = self.record["env"]
-        if env.get("device") == "cpu":
+        env = self.model.env
+        if env.device == "cpu":
             return "cpu"
-        return str(env.get("device_name") or env.get("device") or "?")
+        return str(env.device_name or env.device or "?")
 
     @property
     def dtype(self) -> str:
-        """The compute dtype: the config's or metrics' ``dtype`` if recorded, else the train loop's
-        rule (bf16 autocast on CUDA, float32 on the CPU)."""
-        for block in (self.record["config"], self.metrics):
-            if isinstance(block.get("dtype"), str):
-                return block["dtype"]
-        return "bf16 autocast" if self.record["env"].get("device") == "cuda" else "float32"
+        """The compute dtype: the config's ``dtype`` if recorded, else the train loop's rule (bf16
+        autocast on CUDA, float32 on the CPU)."""
+        if self.model.config.dtype:
+            return self.model.config.dtype
+        return "bf16 autocast" if self.model.env.device == "cuda" else "float32"
 
     @property
     def seed(self) -> Any:
-        return self.record["config"].get("seed", self.record["env"].get("seed"))
+        return self.model.config.seed if self.model.config.seed is not None else self.model.env.seed
 
     @property
     def run_id(self) -> str:
-        return str(self.record["run_id"])
+        return self.model.run_id
 
     @property
     def created(self) -> str:
-        """ISO time the run was written ('' if not recorded): orders reruns of one config."""
-        return str(self.record.get("created") or "")
+        """ISO time the run was written: orders reruns of one config."""
+        return self.model.created
 
     @property
     def config_hash(self) -> str:
-        """What defines the run; reruns of one config share it (a record without one is its own)."""
-        return str(self.record.get("config_hash") or self.run_id)
+        """What defines the run; reruns of one config share it."""
+        return self.model.config_hash
 
     @property
     def lr(self) -> float | None:
-        budget = self.record["config"].get("budget")
-        return number(budget.get("lr")) if isinstance(budget, Mapping) else None
+        budget = self.model.config.budget
+        return None if budget is None else budget.lr
 
 
 def number(value: Any) -> float | None:
@@ -114,17 +123,11 @@ def declared_metrics(kind: str | None = None) -> dict[str, declared.Metric]:
 
 
 def metric_for(name: str) -> declared.Metric:
-    """The declaration of metric ``name``; an undeclared one is read from its name's unit suffix
-    (DESIGN: units in names), so a new metric still plots before it is declared."""
+    """The declaration of metric ``name`` (KeyError naming the declared ones otherwise)."""
     known = declared_metrics()
-    if name in known:
-        return known[name]
-    label = name.replace("_", " ").replace(".", " ")
-    for suffix, unit, better in (("_per_s", "per s", "higher"), ("_bytes", "bytes", "lower"),
-                                 ("_s", "s", "lower"), ("_error", "ratio", "lower")):
-        if name.endswith(suffix):
-            return declared.Metric(name, label, unit, better)
-    return declared.Metric(name, label, "ratio", None)
+    if name not in known:
+        raise KeyError(f"metric {name!r} is not declared by any mode; declared: {', '.join(known)}")
+    return known[name]
 
 
 def safe_name(text: str) -> str:
@@ -132,65 +135,45 @@ def safe_name(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]", "_", text)[:120] or "run"
 
 
-def check_shape(record: dict) -> None:
-    """Raise ValueError when a record's fields cannot be read by the pages."""
-    for field in ("run_id", "kind", "status"):
-        if not isinstance(record[field], str):
-            raise ValueError(f"field {field!r} is not text")
-    if not isinstance(record["method"].get("name"), str) or not isinstance(record["task"].get("name"), str):
-        raise ValueError("method.name or task.name is not text")
-
-
 def load_runs(results_dir: Path) -> tuple[list[Run], list[str]]:
     """The runs under ``results_dir`` and one message per skipped file."""
     runs: list[Run] = []
-    problems: list[str] = []
     pages: set[str] = set()
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        for path, record in iter_records(results_dir):
-            try:
-                check_shape(record)
-            except ValueError as exc:
-                problems.append(f"skipping {path}: {exc}")
-                continue
-            page = f"runs/{safe_name(record['run_id'])}.html"
+        for path, record, model in iter_loaded(results_dir):
+            page = f"runs/{safe_name(model.run_id)}.html"
             suffix = 2
             while page in pages:  # two files with one run id (a copied record): both get a page
-                page = f"runs/{safe_name(record['run_id'])}-{suffix}.html"
+                page = f"runs/{safe_name(model.run_id)}-{suffix}.html"
                 suffix += 1
             pages.add(page)
-            runs.append(Run(record, path.relative_to(results_dir), page, plots_beside(record, path)))
-    problems = [str(w.message) for w in caught] + problems
-    return runs, problems
+            runs.append(Run(record, model, path.relative_to(results_dir), page, plots_beside(model, path)))
+    return runs, [str(w.message) for w in caught]
 
 
-def plots_beside(record: dict, path: Path) -> tuple[str, ...]:
-    """Image files a record lists under ``plots`` (top level or in metrics) that exist beside it;
-    plain file names only, so a record cannot point the site outside results/."""
-    names = record.get("plots", record["metrics"].get("plots", []))
-    names = [names] if isinstance(names, str) else names if isinstance(names, list) else []
+def plots_beside(model: Record, path: Path) -> tuple[str, ...]:
+    """Image files a record's metrics list under ``plots`` that exist beside it; plain file names
+    only, so a record cannot point the site outside results/."""
+    names = getattr(model.metrics, "plots", None) or []
     return tuple(
         n for n in names
-        if isinstance(n, str) and Path(n).name == n and Path(n).suffix.lower() in PLOT_SUFFIXES
-        and (path.parent / n).is_file()
+        if Path(n).name == n and Path(n).suffix.lower() in PLOT_SUFFIXES and (path.parent / n).is_file()
     )
 
 
 def reproduce_command(run: Run) -> str:
     """The command line that reruns this record's config (its groups, seed and device)."""
-    config = run.record["config"]
+    config = run.model.config
     parts = ["python", "-m", "suite"]
     for group in ("mode", "method", "task", "budget"):
-        block = config.get(group)
-        if isinstance(block, Mapping) and block.get("name") is not None:
-            parts.append(f"{group}={block['name']}")
-    method = config.get("method")
-    if isinstance(method, Mapping) and method.get("impl") not in (None, "auto"):
-        parts.append(f"method.impl={method['impl']}")
-    if config.get("seed") is not None:
-        parts.append(f"seed={config['seed']}")
-    device = run.record["env"].get("device")
-    if device in ("cpu", "cuda"):
-        parts.append(f"device={device}")
+        block = getattr(config, group)
+        if block is not None and block.name is not None:
+            parts.append(f"{group}={block.name}")
+    if config.method is not None and config.method.impl not in (None, "auto"):
+        parts.append(f"method.impl={config.method.impl}")
+    if config.seed is not None:
+        parts.append(f"seed={config.seed}")
+    if run.model.env.device in ("cpu", "cuda"):
+        parts.append(f"device={run.model.env.device}")
     return " ".join(shlex.quote(str(p)) for p in parts)
