@@ -136,6 +136,23 @@ def test_a_legend_click_shows_that_series_alone(browser, site):
     assert console_errors(browser) == []
 
 
+def test_without_javascript_every_figure_is_its_static_svg(browser, site):
+    browser.execute_cdp_cmd("Emulation.setScriptExecutionDisabled", {"value": True})
+    try:
+        browser.get((site / "plots.html").as_uri())
+        images = browser.execute_script  # scripts are off for the page, not for the driver
+        # With scripting off the parser reads <noscript> as markup: the page says the figures are static.
+        assert "JavaScript is off" in images("return document.querySelector('noscript p.noscript').textContent")
+        shown = images("return Array.from(document.querySelectorAll('.chart')).map(c => {"
+                       "  const img = c.querySelector('img');"
+                       "  return [c.classList.contains('live'), img !== null && img.complete, img ? img.naturalWidth : 0];"
+                       "})")
+    finally:
+        browser.execute_cdp_cmd("Emulation.setScriptExecutionDisabled", {"value": False})
+    assert len(shown) >= 10
+    assert all(not live and loaded and width > 300 for live, loaded, width in shown), shown
+
+
 def test_run_page_links_resolve_offline(browser, site):
     browser.get((site / "runs.html").as_uri())
     browser.find_element("css selector", "table.runs tbody tr a").click()
