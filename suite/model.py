@@ -20,40 +20,6 @@ from suite.errors import ConfigError
 from tasks.cache import IGNORE_LABEL
 
 PAD_ID = 0
-MIXERS = ("attention", "conv")
-POSITIONS = ("learned", "none")
-
-
-def check_model_config(model: Mapping, seq_len: int) -> None:
-    """One clear line for sizes no model can have."""
-    for key in ("d_model", "num_layers", "num_heads", "d_ff"):
-        value = model[key]
-        if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
-            raise ConfigError(f"model.{key} must be a positive integer, got {value!r}")
-    if model["d_model"] % model["num_heads"]:
-        raise ConfigError(
-            f"model.num_heads={model['num_heads']} does not divide model.d_model={model['d_model']}"
-        )
-    dropout = model["dropout"]
-    if isinstance(dropout, bool) or not isinstance(dropout, (int, float)) or not 0.0 <= dropout < 1.0:
-        raise ConfigError(f"model.dropout must be a number in [0, 1), got {dropout!r}")
-    if isinstance(seq_len, bool) or not isinstance(seq_len, int) or seq_len <= 0:
-        raise ConfigError(f"task.seq_len must be a positive integer, got {seq_len!r}")
-    mixers = model.get("mixers", ["attention"])
-    if not isinstance(mixers, (list, tuple)) or not mixers or any(m not in MIXERS for m in mixers):
-        raise ConfigError(f"model.mixers must be a non-empty list of {', '.join(MIXERS)}; got {mixers!r}")
-    if "attention" not in mixers:
-        raise ConfigError(f"model.mixers={list(mixers)} has no attention layer: the method would never run")
-    if model.get("position", "learned") not in POSITIONS:
-        raise ConfigError(f"model.position must be one of {', '.join(POSITIONS)}; got {model['position']!r}")
-    if not isinstance(model.get("mlp", True), bool):
-        raise ConfigError(f"model.mlp must be true or false, got {model['mlp']!r}")
-    kernel = model.get("conv_kernel", 3)
-    if isinstance(kernel, bool) or not isinstance(kernel, int) or kernel < 1:
-        raise ConfigError(f"model.conv_kernel must be a positive integer, got {kernel!r}")
-    qkv_conv = model.get("qkv_conv")
-    if qkv_conv is not None and (isinstance(qkv_conv, bool) or not isinstance(qkv_conv, int) or qkv_conv < 1):
-        raise ConfigError(f"model.qkv_conv must be a positive integer (a kernel size) or null, got {qkv_conv!r}")
 
 
 class CausalConv(nn.Module):
@@ -87,15 +53,19 @@ class MultiHeadAttention(nn.Module):
     With ``qkv_conv`` (a kernel size), q, k and v each pass a short causal convolution and SiLU
     first, as flash-linear-attention's layers do (``use_short_conv``)."""
 
-    def __init__(self, d_model: int, num_heads: int, method: Mapping, qkv_conv: int | None = None) -> None:
+    def __init__(self, d_model: int, num_heads: int, method: Mapping, qkv_conv: int | None = None,
+                 layer: int = 0) -> None:
         super().__init__()
         self.num_heads = num_heads
         self.qkv = nn.Linear(d_model, 3 * d_model)
         self.qkv_conv = CausalConv(3 * d_model, qkv_conv) if qkv_conv else None
         self.out = nn.Linear(d_model, d_model)
-        self.attention = methods.build(
-            method["name"], head_dim=d_model // num_heads, impl=method["impl"], **method["options"]
-        )
+        options = dict(method["options"])
+        if "seed" in methods.get(method["name"]).method_options:
+            # A method that draws at random (FAVOR+'s projection) draws afresh in each attention
+            # layer, as Performer does: the layer's seed is the configured one plus its index.
+            options["seed"] = (options.get("seed") or 0) + layer
+        self.attention = methods.build(method["name"], head_dim=d_model // num_heads, impl=method["impl"], **options)
 
     def forward(self, x: torch.Tensor, causal: bool) -> torch.Tensor:
         b, n, d = x.shape
@@ -138,11 +108,11 @@ class Block(nn.Module):
     """Pre-norm residual block: a sequence mixer (attention or short convolution), then an MLP
     unless ``mlp`` is off."""
 
-    def __init__(self, mixer: str, model: Mapping, method: Mapping) -> None:
+    def __init__(self, mixer: str, model: Mapping, method: Mapping, layer: int = 0) -> None:
         super().__init__()
         d_model = model["d_model"]
         self.norm1 = nn.LayerNorm(d_model)
-        self.mixer = (MultiHeadAttention(d_model, model["num_heads"], method, model.get("qkv_conv"))
+        self.mixer = (MultiHeadAttention(d_model, model["num_heads"], method, model.get("qkv_conv"), layer)
                       if mixer == "attention"
                       else ShortConv(d_model, model.get("conv_kernel", 3)))
         self.ff = None
@@ -167,8 +137,10 @@ class Trunk(nn.Module):
         self.position = nn.Embedding(seq_len, d) if model.get("position", "learned") == "learned" else None
         self.drop = nn.Dropout(model["dropout"])
         mixers = model.get("mixers", ["attention"])
+        kinds = [mixers[i % len(mixers)] for i in range(model["num_layers"])]
+        # Each attention layer knows its index among them (a method that draws at random draws per layer).
         self.blocks = nn.ModuleList(
-            Block(mixers[i % len(mixers)], model, method) for i in range(model["num_layers"])
+            Block(kind, model, method, layer=kinds[:i].count("attention")) for i, kind in enumerate(kinds)
         )
         self.norm = nn.LayerNorm(d)
 

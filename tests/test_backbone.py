@@ -6,8 +6,9 @@ from __future__ import annotations
 import pytest
 import torch
 
+from suite.config import validate
 from suite.errors import ConfigError
-from suite.model import CausalConv, Decoder, MultiHeadAttention, ShortConv, check_model_config
+from suite.model import CausalConv, Decoder, MultiHeadAttention, ShortConv
 
 
 def test_short_conv_is_causal():
@@ -81,14 +82,15 @@ def test_default_model_has_positions_and_mlp(make_config):
     ({"qkv_conv": "3"}, "model.qkv_conv must be a positive integer"),
 ])
 def test_bad_model_options_are_refused(make_config, override, says):
-    model = {**make_config("model=hybrid")["model"], **override}
+    config = make_config("model=hybrid")
+    config["model"].update(override)
     with pytest.raises(ConfigError, match=says):
-        check_model_config(model, 64)
+        validate(config)
 
 
 def test_shipped_model_configs_pass_the_check(make_config):
     for name in ("hybrid", "shortconv", "smoke", "small", "paper"):
-        check_model_config(make_config(f"model={name}")["model"], 64)  # raises if refused
+        validate(make_config(f"model={name}"))  # raises if refused
 
 
 @pytest.mark.parametrize("method", ["softmax", "linear", "taylor"])
@@ -122,3 +124,14 @@ def test_causal_conv_of_qkv_step_by_step_equals_parallel_form():
             y, state = conv.step(x[:, i], state)
             steps.append(y)
         torch.testing.assert_close(torch.stack(steps, 1), conv(x), atol=1e-6, rtol=1e-6)
+
+
+def test_each_favor_layer_draws_its_own_projection_and_one_layer_keeps_the_seed(make_config):
+    import methods
+
+    config = make_config("task=mqar", "method=favor", "model.num_layers=2")
+    trunk = Decoder(vocab_size=20, seq_len=16, num_classes=20, model=config["model"], method=config["method"]).trunk
+    first, second = (block.mixer.attention for block in trunk.blocks)
+    assert not torch.equal(first.projection, second.projection)  # Performer: one draw per layer
+    alone = methods.build("favor", head_dim=first.head_dim, **config["method"]["options"])
+    assert torch.equal(first.projection, alone.projection)  # the first layer draws with the configured seed

@@ -24,8 +24,8 @@ class FavorAttention(FeatureMapAttention):
 
     name = "favor"
     method_options = {**FeatureMapAttention.method_options, "num_features": None, "redraw_interval": 1000, "seed": 0}
-    # 2: a model's layers draw independent projections (the backbone gives each layer its own seed).
-    version = 2
+    # Still version 1: each attention layer now draws its own projection (the backbone offsets the
+    # seed by the layer's index), and a model with one attention layer computes exactly as before.
     fidelity_note = ("favor: unbiased positive random features; the error should fall as 1/sqrt(d_phi) "
                      "(slopes below), and grows with the score temperature.")
 
