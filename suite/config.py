@@ -1,0 +1,472 @@
+"""The schema of a run's config, checked once at the boundary (``validate``); code past it trusts it.
+
+The config stays the plain dict Hydra composes (records store it as it is, and its hash must not
+change), so the schema is a set of ``TypedDict`` s that pydantic checks in strict mode: no string is
+read as a number, ``true`` is no count, 1.5 is no seed. Defaults live in conf/*.yaml only; the schema
+declares types and ranges, and which keys may be absent (``NotRequired``: records written before a
+key existed, read with ``.get`` by the code). Each mistake is one line naming the key and the value.
+
+Not checked here: a method's options (``methods/`` own them, checked when the method is built) and
+a task's own options (``tasks/`` check theirs when loading); only the task keys the harness reads.
+"""
+
+import difflib
+import typing
+from collections.abc import Mapping
+from functools import cache
+from typing import Annotated, Any
+
+from pydantic import AfterValidator, ConfigDict, Field, Strict, TypeAdapter, ValidationError, WrapValidator, with_config
+from typing_extensions import NotRequired, TypedDict, is_typeddict
+
+from suite import modes
+from suite.errors import ConfigError
+from suite.hardware import DTYPES
+from suite.logger import LOGGERS
+from suite.modes.kernel.implementations import PEERS
+
+DEVICES = ("auto", "cpu", "cuda")
+PROTOCOLS = ("single", "lr_sweep")
+BACKBONES = ("encoder", "decoder")
+MIXERS = ("attention", "conv")  # a trunk layer: the method under test, or a short causal convolution
+POSITIONS = ("learned", "none")
+KERNEL_IMPLS = ("naive", "chunk", "triton", "sdpa")
+CLOSED = ConfigDict(extra="forbid")  # a key the harness does not read is a typo
+OPEN = ConfigDict(extra="allow")  # the rest of the block belongs to someone else (a task, a mode)
+
+
+# -- rules: a type, and the words that say what it must be ----------------------------------------
+
+class Broken(ValueError):
+    """What a value breaks: ``<key> must <words>, got <value>``."""
+
+    def __init__(self, words: str) -> None:
+        super().__init__(words)
+        self.words = words
+
+
+class Line(ValueError):
+    """A mistake said in a whole line (a choice, a rule across keys); ``located``: written after
+    the key of the block it is about."""
+
+    def __init__(self, text: str, located: bool = False) -> None:
+        super().__init__(text)
+        self.text, self.located = text, located
+
+
+def rule(words: str) -> WrapValidator:
+    """Replace pydantic's messages for the wrapped type by one: ``<key> must <words>, got <value>``."""
+    def check(value, handler):
+        try:
+            return handler(value)
+        except ValidationError:
+            raise Broken(words) from None
+    return WrapValidator(check)
+
+
+def among(choices: tuple[str, ...]) -> AfterValidator:
+    """A value from ``choices`` (the message is the enclosing rule's)."""
+    def check(value):
+        if value not in choices:
+            raise ValueError(value)
+        return value
+    return AfterValidator(check)
+
+
+def one_of(noun: str, choices, valid: str = "valid", hint: bool = True) -> AfterValidator:
+    """A choice named on its own (``device=``, ``logger=``): ``unknown <noun> 'x'; <valid>: ...``,
+    with the choice meant when one is close (``hint``). ``choices`` may be a function: registries load late."""
+    def check(value):
+        names = choices() if callable(choices) else choices
+        if value not in names:
+            raise Line(unknown_choice(noun, value, names, valid, hint))
+        return value
+    return AfterValidator(check)
+
+
+def choice(choices: tuple[str, ...]) -> Any:
+    """One string from ``choices``."""
+    return Annotated[str, Strict(), among(choices), rule(f"be one of {', '.join(choices)}")]
+
+
+def listed(words: str, choices: tuple[str, ...], empty: bool = False) -> Any:
+    """A list of strings from ``choices``; non-empty unless ``empty``."""
+    return Annotated[list[Annotated[str, Strict(), among(choices)]], Field(min_length=0 if empty else 1),
+                     rule(f"be a {'' if empty else 'non-empty '}list {words} {', '.join(choices)}")]
+
+
+_Count = Annotated[int, Strict(), Field(gt=0)]
+_Number = Annotated[float, Strict(), Field(allow_inf_nan=False)]  # strict: ints pass, bools and strings do not
+Integer = Annotated[int, Strict(), rule("be an integer")]
+Bool = Annotated[bool, Strict(), rule("be true or false")]
+Count = Annotated[_Count, rule("be a positive integer")]
+CountOrNull = Annotated[_Count | None, rule("be a positive integer or null")]
+CountOrZero = Annotated[int, Strict(), Field(ge=0), rule("be an integer >= 0")]
+Counts = Annotated[list[_Count], Field(min_length=1), rule("be a non-empty list of positive integers")]
+Positive = Annotated[_Number, Field(gt=0), rule("be a finite number > 0")]
+PositiveOrNull = Annotated[Annotated[_Number, Field(gt=0)] | None, rule("be a finite number > 0 or null")]
+NonNegative = Annotated[_Number, Field(ge=0), rule("be a finite number >= 0")]
+_Folder = Annotated[str, Strict(), Field(pattern=r"\S")]  # not empty, not blank
+Name = Annotated[str, Strict(), Field(min_length=1), rule("be a name")]
+
+
+# -- the blocks of the config ------------------------------------------------------------------------
+
+@with_config(CLOSED)
+class Method(TypedDict):
+    name: Name  # the method registry (methods.get) names the valid ones
+    impl: Name  # the method checks it against its implementations
+    options: Annotated[dict[str, Any], rule("be a mapping of the method's options")]
+
+
+@with_config(OPEN)
+class Task(TypedDict):
+    """The keys the harness reads; the task checks the rest of its block when it loads."""
+    name: Name
+    seq_len: Count
+    backbone: choice(BACKBONES)
+
+
+@with_config(CLOSED)
+class Budget(TypedDict):
+    name: Name  # picks the mode's grid
+    max_steps: Count
+    batch_size: Count
+    lr: Positive
+    weight_decay: NonNegative
+    warmup_steps: CountOrZero
+    grad_clip: PositiveOrNull
+    eval_every: Count
+    eval_batches: CountOrNull
+    num_train: CountOrNull
+    num_val: CountOrNull
+    num_test: CountOrNull
+    checkpoint_every: NotRequired[CountOrNull]
+    target_val_accuracy: NotRequired[Annotated[Annotated[_Number, Field(gt=0, le=1)] | None,
+                                               rule("be a number in (0, 1] or null")]]
+
+
+def heads_divide_width(model: dict) -> dict:
+    if model["d_model"] % model["num_heads"]:
+        raise Line(f"model.num_heads={model['num_heads']} does not divide model.d_model={model['d_model']}")
+    if "attention" not in model.get("mixers", ("attention",)):
+        raise Line(f"model.mixers={model['mixers']} has no attention layer: the method would never run")
+    return model
+
+
+@with_config(CLOSED)
+class _Model(TypedDict):
+    name: NotRequired[Name]
+    d_model: Count
+    num_layers: Count
+    num_heads: Count
+    d_ff: Count
+    dropout: Annotated[_Number, Field(ge=0, lt=1), rule("be a number in [0, 1)")]
+    mixers: NotRequired[listed("of", MIXERS)]
+    position: NotRequired[choice(POSITIONS)]
+    mlp: NotRequired[Bool]
+    conv_kernel: NotRequired[Count]
+    qkv_conv: NotRequired[Annotated[_Count | None, rule("be a positive integer (a kernel size) or null")]]
+
+
+Model = Annotated[_Model, AfterValidator(heads_divide_width)]
+
+
+def sweep_lists(protocol: dict) -> dict:
+    if protocol["name"] == "lr_sweep" and not {"lrs", "seeds"} <= set(protocol):
+        raise Line("protocol=lr_sweep needs protocol.lrs and protocol.seeds")
+    return protocol
+
+
+def distinct(values: list) -> list:
+    if len(set(values)) != len(values):
+        raise ValueError
+    return values
+
+
+@with_config(CLOSED)
+class _Protocol(TypedDict):
+    name: Annotated[str, one_of("protocol", PROTOCOLS, "valid protocols")]
+    lrs: NotRequired[Annotated[list[Annotated[_Number, Field(gt=0)]], Field(min_length=1),
+                               rule("be a non-empty list of positive numbers")]]
+    seeds: NotRequired[Annotated[list[Annotated[int, Strict()]], Field(min_length=1), AfterValidator(distinct),
+                                 rule("be a non-empty list of distinct integers")]]
+
+
+Protocol = Annotated[_Protocol, AfterValidator(sweep_lists)]
+
+
+@with_config(CLOSED)
+class Logger(TypedDict):
+    name: Annotated[str, one_of("logger", tuple(LOGGERS), "valid loggers")]
+    project: NotRequired[Name]  # wandb's settings (conf/logger/wandb.yaml)
+    mode: NotRequired[Name]
+    dir: NotRequired[Annotated[_Folder | None, rule("name a folder or be null")]]
+
+
+@with_config(OPEN)
+class Mode(TypedDict):
+    """What every mode has; the mode's own keys are checked by its schema in MODE_SCHEMAS."""
+    name: Annotated[str, one_of("mode", modes.available, "valid modes")]
+
+
+@with_config(OPEN)
+class BudgetName(TypedDict):
+    name: Name  # a mode that reads only its grid reads only this of the budget
+
+
+DataDir = Annotated[_Folder, rule("name a folder (default: $SUITE_DATA_DIR, else ~/.cache/attention-suite)")]
+
+
+# What every run reads. Open at the top: the blocks a mode reads are checked by its schema below
+# (the kernel mode runs from a dict of a few keys, on a GPU host without Hydra), and a preset may keep
+# its own lookup tables there (experiment=zoology_mqar's `zoology`); a misspelled top-level key is
+# refused by Hydra when composing.
+@with_config(OPEN)
+class RunConfig(TypedDict):
+    seed: Integer
+    # No hint among three short names: 'gpu' is closer to 'cpu' than to the 'cuda' it means.
+    device: Annotated[str, one_of("device", DEVICES, hint=False)]
+    results_dir: Annotated[_Folder, rule("name a folder (default: results)")]
+    data_dir: NotRequired[DataDir]
+    force: NotRequired[Bool]
+    resume: NotRequired[Bool]
+    cpu_threads: NotRequired[CountOrNull]
+    memory_cap_bytes: NotRequired[Annotated[_Count | None, rule("be a positive integer (bytes) or null")]]
+    method: Method
+    mode: Mode
+    logger: NotRequired[Logger]
+    protocol: NotRequired[Protocol]
+
+
+# -- the modes' own keys: one grid per budget name --------------------------------------------------
+
+@with_config(CLOSED)
+class KernelGrid(TypedDict):
+    lengths: Counts
+    batch: Count
+    heads: Count
+    head_dims: Counts
+    value_dim: CountOrNull
+    dtypes: listed("from", tuple(DTYPES))
+    causal: Annotated[list[Annotated[bool, Strict()]], Field(min_length=1), rule("list true and/or false")]
+    impls: listed("from", KERNEL_IMPLS)
+    peers: listed("from", PEERS, empty=True)
+    warmup: Count
+    repeats: Count
+    point_budget_s: Positive
+    time_limit_s: Positive
+    max_length: Annotated[dict[Annotated[str, Strict(), among(KERNEL_IMPLS)], _Count],
+                          rule(f"map implementations ({', '.join(KERNEL_IMPLS)}) to positive lengths")]
+    matmul_size: Count
+    cpu_threads: CountOrNull
+
+
+PartialBudget = with_config(CLOSED)(
+    TypedDict("PartialBudget", typing.get_type_hints(Budget, include_extras=True), total=False))
+
+
+@with_config(OPEN)
+class CaptureTask(TypedDict, total=False):
+    seq_len: Count  # the task checks the rest when the capture model's data loads
+
+
+@with_config(CLOSED)
+class Capture(TypedDict, total=False):
+    task: CaptureTask  # written over the run's task and budget for the softmax model captured from
+    budget: PartialBudget
+
+
+def some_input(grid: dict) -> dict:
+    if not grid["score_stds"] and not grid["captured"]:
+        raise Line("no input source: score_stds is empty and captured is false", located=True)
+    return grid
+
+
+@with_config(CLOSED)
+class _FidelityGrid(TypedDict):
+    d_phi: Counts
+    seq_lens: Counts
+    score_stds: Annotated[list[Annotated[_Number, Field(gt=0)]], rule("be a list of positive numbers (may be empty)")]
+    sequences: Count
+    queries: Count
+    feature_draws: Count
+    captured: Bool
+    capture: NotRequired[Capture]
+
+
+FidelityGrid = Annotated[_FidelityGrid, AfterValidator(some_input)]
+
+
+@with_config(CLOSED)
+class DecodeGrid(TypedDict):
+    context_lengths: Counts
+    batch_sizes: Counts
+    warmup_steps: CountOrZero
+    timed_steps: Count
+    prefill_repeats: Count
+    dtype: choice(tuple(DTYPES))
+
+
+# -- each mode: its own block, and the blocks of the config it reads --------------------------------
+
+@with_config(CLOSED)
+class _TrainMode(TypedDict):
+    name: str
+
+
+@with_config(OPEN)
+class TrainRun(TypedDict):
+    mode: _TrainMode
+    data_dir: DataDir
+    task: Task
+    budget: Budget
+    model: Model
+
+
+@with_config(CLOSED)
+class _KernelMode(TypedDict):
+    name: str
+    grids: dict[str, KernelGrid]
+
+
+@with_config(OPEN)
+class KernelRun(TypedDict):
+    mode: _KernelMode
+    budget: BudgetName
+
+
+@with_config(CLOSED)
+class _FidelityMode(TypedDict):
+    name: str
+    grids: dict[str, FidelityGrid]
+
+
+@with_config(OPEN)
+class FidelityRun(TypedDict):  # it trains a softmax model on the task to capture q, k, v from
+    mode: _FidelityMode
+    data_dir: DataDir
+    task: Task
+    budget: Budget
+    model: Model
+
+
+@with_config(CLOSED)
+class _DecodeMode(TypedDict):
+    name: str
+    reference: Annotated[str | None, Strict(), rule("name a method or be null")]  # the method registry checks it
+    cpu_threads: CountOrNull
+    grids: dict[str, DecodeGrid]
+
+
+@with_config(OPEN)
+class DecodeRun(TypedDict):
+    mode: _DecodeMode
+    budget: BudgetName
+    model: Model  # its heads and width
+
+
+# A mode missing here (a new package under suite/modes/) has only what every run reads checked.
+MODE_SCHEMAS = {"train": TrainRun, "kernel": KernelRun, "fidelity": FidelityRun, "decode": DecodeRun}
+
+
+# -- the boundary -----------------------------------------------------------------------------------
+
+def validate(config: Mapping) -> None:
+    """Raise ConfigError, one line per mistake (key and value named), unless ``config`` fits the schema."""
+    problems = mistakes(RunConfig, config)
+    mode = config.get("mode")
+    schema = MODE_SCHEMAS.get(mode.get("name")) if isinstance(mode, Mapping) else None
+    if schema is not None:  # the blocks this mode reads (disjoint from RunConfig's but for the name)
+        problems += mistakes(schema, config)
+        grids, budget = mode.get("grids"), config.get("budget")
+        name = budget.get("name") if isinstance(budget, Mapping) else None
+        if isinstance(grids, Mapping) and isinstance(name, str) and name not in grids:
+            problems.append(f"mode={mode['name']} has no grid for budget {name!r}; valid budgets: {', '.join(grids)}")
+    if problems:
+        raise ConfigError("\n".join(problems))
+
+
+def mistakes(schema: type, config: Mapping) -> list[str]:
+    """One line per way ``config`` breaks ``schema``."""
+    try:
+        adapter(schema).validate_python(config)
+    except ValidationError as exc:
+        return [describe(error, schema) for error in exc.errors()]
+    return []
+
+
+@cache
+def adapter(schema: type) -> TypeAdapter:
+    return TypeAdapter(schema)  # built once: it costs milliseconds, and a sweep validates every job
+
+
+def describe(error: Mapping, schema: type) -> str:
+    """The line for one pydantic error: which key, what it must be, what it is."""
+    loc = error["loc"]
+    key = ".".join(map(str, loc))
+    kind, value = error["type"], error.get("input")
+    said = error.get("ctx", {}).get("error") if kind == "value_error" else None
+    if isinstance(said, Broken):
+        return f"{key} must {said.words}, got {value!r}"
+    if isinstance(said, Line):
+        return f"{key}: {said.text}" if said.located else said.text
+    if kind == "extra_forbidden":
+        return unknown_key(key, [".".join(map(str, (*loc[:-1], k))) for k in declared_keys(schema, loc[:-1])])
+    if kind == "missing":
+        return f"missing config key {key!r}"
+    if kind in ("dict_type", "typed_dict_type"):
+        return f"{key} must be a mapping of keys to values, got {value!r}"
+    return f"{key}: {error['msg']}, got {value!r}"
+
+
+def declared_keys(schema: Any, loc: tuple) -> list[str]:
+    """The keys ``schema`` declares at ``loc``, a path into nested TypedDicts (and ``dict[str, X]``,
+    e.g. a mode's grids by budget name)."""
+    for part in loc:
+        schema = unwrapped(schema)
+        if is_typeddict(schema):
+            schema = typing.get_type_hints(schema, include_extras=True).get(part)
+        elif typing.get_origin(schema) is dict:
+            schema = typing.get_args(schema)[1]
+        else:
+            return []
+    schema = unwrapped(schema)
+    return list(typing.get_type_hints(schema)) if is_typeddict(schema) else []
+
+
+def unwrapped(tp: Any) -> Any:
+    """``tp`` without its Annotated / NotRequired wrappers."""
+    while typing.get_origin(tp) in (Annotated, NotRequired):
+        tp = typing.get_args(tp)[0]
+    return tp
+
+
+def unknown_key(key: str, known: typing.Collection[str], context: str = "") -> str:
+    """``unknown config key 'k'``: the key most likely meant among ``known`` (dotted keys), else the
+    valid keys beside it. A misspelled last part is compared with its siblings' names only, so that a
+    long shared prefix does not make every sibling look close; a misspelled path with whole keys."""
+    parent, _, leaf = key.rpartition(".")
+
+    def children(node: str) -> list[str]:
+        return [k.rpartition(".")[2] for k in known if k.rpartition(".")[0] == node]
+
+    if not parent or parent in known or children(parent):
+        close = [f"{parent}.{c}".lstrip(".") for c in difflib.get_close_matches(leaf, children(parent), n=1)]
+    else:
+        close = difflib.get_close_matches(key, [k for k in known if k.count(".") == key.count(".")], n=1)
+    if close:
+        return f"unknown config key {key!r}; did you mean {close[0]!r}?{context}"
+    while parent and parent not in known and not children(parent):  # the deepest part that exists
+        parent = parent.rpartition(".")[0]
+    where = f"keys of {parent}" if parent else "top-level keys"
+    return f"unknown config key {key!r}; valid {where}: {', '.join(children(parent)) or 'none'}{context}"
+
+
+def unknown_choice(noun: str, value: object, choices: typing.Iterable[str], valid: str = "valid",
+                   hint: bool = True) -> str:
+    """``unknown method 'favour'; did you mean 'favor'? valid methods: ...`` (no hint when none is close)."""
+    choices = list(choices)
+    close = difflib.get_close_matches(value, choices, n=1) if hint and isinstance(value, str) else []
+    hint = f" did you mean {close[0]!r}?" if close else ""
+    return f"unknown {noun} {value!r};{hint} {valid}: {', '.join(choices)}"
