@@ -11,7 +11,6 @@ import resource
 
 import torch
 
-from suite.errors import ConfigError
 
 # The dtypes a config may name (mode grids), by name.
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
@@ -26,14 +25,12 @@ def synchronize(device: torch.device) -> None:
 
 
 @contextmanager
-def cpu_threads(count: int | None, device: torch.device, key: str = "mode.cpu_threads") -> Iterator[int | None]:
-    """Run with ``count`` torch threads on the CPU (None: torch's default), restored after; yields
-    the count in use (None on CUDA)."""
+def cpu_threads(count: int | None, device: torch.device) -> Iterator[int | None]:
+    """Run with ``count`` torch threads on the CPU (None: torch's default; a count the config's
+    schema has checked), restored after; yields the count in use (None on CUDA)."""
     if device.type != "cpu":
         yield None
         return
-    if count is not None and (not isinstance(count, int) or isinstance(count, bool) or count < 1):
-        raise ConfigError(f"{key} must be a positive integer or null, got {count!r}")
     previous = torch.get_num_threads()
     torch.set_num_threads(count or previous)
     try:

@@ -10,38 +10,24 @@ import copy
 from collections.abc import Mapping
 
 from suite import records
-from suite.errors import ConfigError
+from suite.config import validate
 from suite.run import Outcome, run
-
-PROTOCOLS = ("single", "lr_sweep")
 
 
 def with_lr_and_seed(config: Mapping, lr: float, seed: int) -> dict:
+    """``config`` at learning rate ``lr`` (a float, as budgets write it: 1 and 1.0 hash apart) and ``seed``."""
     varied = copy.deepcopy(dict(config))
-    varied["budget"]["lr"], varied["seed"] = lr, seed
+    varied["budget"]["lr"], varied["seed"] = float(lr), seed
     return varied
-
-
-def check_lr_sweep(protocol: Mapping) -> tuple[list[float], list[int]]:
-    lrs, seeds = protocol.get("lrs"), protocol.get("seeds")
-    if (not isinstance(lrs, list) or not lrs
-            or any(isinstance(x, bool) or not isinstance(x, (int, float)) or x <= 0 for x in lrs)):
-        raise ConfigError(f"protocol.lrs must be a non-empty list of positive numbers, got {lrs!r}")
-    if (not isinstance(seeds, list) or not seeds or len(set(seeds)) != len(seeds)
-            or any(isinstance(s, bool) or not isinstance(s, int) for s in seeds)):
-        raise ConfigError(f"protocol.seeds must be a non-empty list of distinct integers, got {seeds!r}")
-    return [float(x) for x in lrs], seeds
 
 
 def run_protocol(config: Mapping, resume: bool) -> Outcome:
     """Run ``config`` under its protocol; the outcome of the last run (interrupted stops at once)."""
+    validate(config)  # before the first run of a sweep: protocol.lrs and protocol.seeds too
     protocol = config.get("protocol") or {"name": "single"}
-    name = protocol.get("name")
-    if name not in PROTOCOLS:
-        raise ConfigError(f"unknown protocol {name!r}; valid protocols: {', '.join(PROTOCOLS)}")
-    if name == "single":
+    if protocol["name"] == "single":
         return run(config, resume=resume)[1]
-    lrs, seeds = check_lr_sweep(protocol)
+    lrs, seeds = protocol["lrs"], protocol["seeds"]
     swept = []
     for i, lr in enumerate(lrs, 1):
         print(f"lr_sweep: learning rate {i}/{len(lrs)}: {lr:g} (seed {seeds[0]})", flush=True)

@@ -22,11 +22,9 @@ import torch
 
 import methods
 from suite import checkpoint, env, logger, modes, records
+from suite.config import validate
 from suite.errors import USER_ERRORS, ConfigError
 from suite.hardware import cpu_threads
-
-DEVICES = ("auto", "cpu", "cuda")
-# mode -> module holding its ``job`` and ``summary``; imported on use.
 
 
 @dataclass
@@ -49,25 +47,11 @@ class JobResult:
 
 def resolve_device(name: str) -> torch.device:
     """``auto`` is CUDA when present, else the CPU; ``cuda`` without CUDA is a user error."""
-    if name not in DEVICES:
-        raise ConfigError(f"unknown device {name!r}; valid: {', '.join(DEVICES)}")
     if name == "cuda" and not torch.cuda.is_available():
         raise ConfigError("device=cuda but no CUDA device is available here; use device=cpu or device=auto")
     if name == "auto":
         name = "cuda" if torch.cuda.is_available() else "cpu"
     return torch.device(name)
-
-
-def check_run_keys(config: Mapping) -> None:
-    """One clear line for a bad top-level key (the groups check their own)."""
-    seed = config["seed"]
-    if isinstance(seed, bool) or not isinstance(seed, int):
-        raise ConfigError(f"seed must be an integer, got {seed!r}")
-    for key in ("force", "resume"):
-        if not isinstance(config.get(key, False), bool):
-            raise ConfigError(f"{key} must be true or false, got {config[key]!r}")
-    if not isinstance(config["results_dir"], str) or not config["results_dir"].strip():
-        raise ConfigError(f"results_dir must name a folder (default: results), got {config['results_dir']!r}")
 
 
 def is_out_of_memory(exc: BaseException) -> bool:
@@ -78,14 +62,6 @@ def is_out_of_memory(exc: BaseException) -> bool:
     # "CUDA out of memory" from some kernels)
     text = str(exc)
     return isinstance(exc, RuntimeError) and ("out of memory" in text or "can't allocate memory" in text)
-
-
-def job_module(mode: str):
-    """The module implementing ``mode``; a clear error listing the valid modes otherwise."""
-    try:
-        return modes.get(mode).job_module()
-    except KeyError as exc:
-        raise ConfigError(exc.args[0]) from None
 
 
 @contextmanager
@@ -122,10 +98,10 @@ def run(config: Mapping, resume: bool = True) -> tuple[Path, Outcome]:
     ``error`` rather than raised, so a sweep goes on; user mistakes are raised before any work.
     """
     started = time.perf_counter()
+    validate(config)  # the boundary: past it, the config is trusted
     mode = config["mode"]["name"]
-    module = job_module(mode)
-    methods.get(config["method"]["name"])  # unknown method: fail before any work
-    check_run_keys(config)
+    module = modes.get(mode).job_module()
+    methods.get(config["method"]["name"])  # unknown method (the registry's own message): before any work
     device = resolve_device(config["device"])
     config_hash = records.config_hash(config, device.type)
     if resume and not config.get("force", False):
@@ -139,7 +115,7 @@ def run(config: Mapping, resume: bool = True) -> tuple[Path, Outcome]:
     run_id = records.new_run_id(config_hash)  # known before the job, so the logger's run carries it
     with sigterm_as_interrupt(), logger.opened(config, run_id) as log:
         try:
-            with cpu_threads(config.get("cpu_threads"), device, key="cpu_threads"):
+            with cpu_threads(config.get("cpu_threads"), device):
                 result = module.job(config, device)
         except USER_ERRORS:
             raise

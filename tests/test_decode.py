@@ -254,10 +254,10 @@ def test_failing_allocations_mid_point_are_oom(make_config, monkeypatch):
 
 
 @pytest.mark.parametrize("overrides, named", [
-    (("budget.name=huge",), "no grid for budget 'huge'; grids: smoke, small, paper"),
-    (("mode.grids.smoke.context_lengths=[0,4]",), "context_lengths must be a list of positive integers"),
-    (("mode.grids.smoke.timed_steps=0",), "timed_steps must be an integer >= 1"),
-    (("mode.grids.smoke.dtype=int8",), "dtype 'int8' unknown"),
+    (("budget.name=huge",), "no grid for budget 'huge'; valid budgets: smoke, small, paper"),
+    (("mode.grids.smoke.context_lengths=[0,4]",), "context_lengths must be a non-empty list of positive integers"),
+    (("mode.grids.smoke.timed_steps=0",), "timed_steps must be a positive integer, got 0"),
+    (("mode.grids.smoke.dtype=int8",), "dtype must be one of float32, bfloat16, float16, got 'int8'"),
     (("method=loglinear", "method.options.num_levels=5"), "takes at most 16"),
     (("mode.reference=nope",), "valid methods"),
     (("mode.cpu_threads=0",), "mode.cpu_threads must be a positive integer or null"),

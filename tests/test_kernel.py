@@ -15,6 +15,7 @@ import yaml
 
 from suite import records, scaling
 from suite.modes.kernel import job as kernel
+from suite.config import validate
 from suite.errors import ConfigError
 from suite.modes.kernel import implementations, measure, sweep
 from suite.run import run
@@ -194,22 +195,24 @@ def test_spread_is_median_and_deciles():
     assert timing == {"median_s": 6.0, "p10_s": 2.0, "p90_s": 10.0, "repeats": 11}
 
 
-def test_paper_grid_of_the_yaml_equals_the_fallback_and_every_grid_is_valid():
+def test_paper_grid_of_the_yaml_equals_the_fallback_and_every_grid_is_valid(make_config):
     grids = yaml.safe_load((REPO / "conf/mode/kernel.yaml").read_text())["grids"]
     assert grids["paper"] == kernel.PAPER_GRID
-    for budget in ("smoke", "small", "paper"):
-        kernel.check_grid(grids[budget], budget)
+    config = kernel_config(make_config)
+    assert config["mode"]["grids"] == grids
+    validate(config)  # the schema checks every grid of the mode
     assert max(grids["small"]["lengths"]) >= 16384 and max(grids["paper"]["lengths"]) >= 65536
 
 
 def test_bad_grid_values_are_one_clear_error(make_config):
     config = kernel_config(make_config, "method=linear")
     config["mode"]["grids"]["smoke"]["dtypes"] = ["float8"]
-    with pytest.raises(ConfigError, match=r"unknown dtypes \['float8'\]; valid: float32, bfloat16, float16"):
-        kernel.select_grid(config)
+    with pytest.raises(ConfigError, match=r"mode.grids.smoke.dtypes must be a non-empty list from float32, "
+                                          r"bfloat16, float16, got \['float8'\]"):
+        validate(config)
     config["budget"]["name"] = "huge"
     with pytest.raises(ConfigError, match="no grid for budget 'huge'; valid budgets: smoke, small, paper"):
-        kernel.select_grid(config)
+        validate(config)
 
 
 BLOCKER = """

@@ -6,8 +6,9 @@ from __future__ import annotations
 import pytest
 
 from suite import records
+from suite.config import validate
 from suite.errors import ConfigError
-from suite.protocol import check_lr_sweep
+from suite.protocol import with_lr_and_seed
 from tests.test_cli import cli
 
 
@@ -69,13 +70,18 @@ def test_config_hash_ignores_protocol_and_cpu_threads(make_config):
     ({"lrs": [1e-3], "seeds": [0, 0]}, "protocol.seeds must be a non-empty list of distinct integers"),
     ({"lrs": [1e-3], "seeds": [0, 1.5]}, "protocol.seeds must be a non-empty list of distinct integers"),
 ])
-def test_check_lr_sweep_refuses_bad_lists(protocol, says):
+def test_the_schema_refuses_bad_sweep_lists(make_config, protocol, says):
+    config = make_config("protocol=lr_sweep")
+    config["protocol"].update(protocol)
     with pytest.raises(ConfigError, match=says):
-        check_lr_sweep(protocol)
+        validate(config)
 
 
-def test_check_lr_sweep_returns_float_rates():
-    assert check_lr_sweep({"lrs": [1, 3e-3], "seeds": [2, 0]}) == ([1.0, 3e-3], [2, 0])
+def test_swept_rates_enter_the_config_as_floats(make_config):
+    config = make_config("protocol=lr_sweep")
+    varied = with_lr_and_seed(config, 1, 2)
+    assert type(varied["budget"]["lr"]) is float and varied["budget"]["lr"] == 1.0 and varied["seed"] == 2
+    assert config["seed"] == 0  # the composed config is left as it was
 
 
 SWEEP = ("method=linear", "task=mqar", "budget=smoke", "protocol=lr_sweep", "protocol.lrs=[1e-3,1e-2]",

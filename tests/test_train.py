@@ -7,9 +7,10 @@ import pytest
 
 import suite.modes.train.job
 from suite import records
+from suite.config import validate
 from suite.errors import ConfigError
 from suite.run import run
-from suite.modes.train.job import baseline_verdict, check_budget, summary
+from suite.modes.train.job import baseline_verdict, summary
 
 
 def train_record(config: dict) -> dict:
@@ -38,14 +39,17 @@ def test_unreached_target_runs_every_step(make_config, monkeypatch):
 
 @pytest.mark.parametrize("target", [1.5, 0, 0.0, -0.1, True, float("nan"), "0.9"])
 def test_target_outside_0_1_is_refused(make_config, target):
-    budget = {**make_config()["budget"], "target_val_accuracy": target}
+    config = make_config()
+    config["budget"]["target_val_accuracy"] = target
     with pytest.raises(ConfigError, match="budget.target_val_accuracy must be a number in"):
-        check_budget(budget)
+        validate(config)
 
 
 @pytest.mark.parametrize("target", [None, 1, 0.99])
 def test_target_in_0_1_or_null_is_accepted(make_config, target):
-    check_budget({**make_config()["budget"], "target_val_accuracy": target})  # raises if refused
+    config = make_config()
+    config["budget"]["target_val_accuracy"] = target
+    validate(config)  # raises if refused
 
 
 D = 64  # model=hybrid: width 64, one head, one attention layer (after a convolution)

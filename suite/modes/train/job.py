@@ -18,11 +18,10 @@ from tqdm.auto import tqdm
 import tasks
 from suite import checkpoint, logger, records
 from suite.data import capped, collate, real_tokens
-from suite.errors import ConfigError
 from suite.hardware import reset_peak_rss, run_peak_memory, synchronize
 from suite.metrics import format_value
 from suite.modes.train import RECORD_METRICS
-from suite.model import build_model, check_model_config, token_loss
+from suite.model import build_model, token_loss
 from suite.run import JobResult, Outcome, is_out_of_memory
 from tasks.base import TaskData
 
@@ -40,15 +39,6 @@ def lr_factor(step: int, warmup: int, total: int) -> float:
 def correct_and_count(logits: torch.Tensor, labels: torch.Tensor) -> tuple[int, int]:
     """Correct predictions and how many were made (a model returns only scored predictions)."""
     return int((logits.argmax(-1) == labels).sum()), labels.numel()
-
-
-def memory_cap(config: Mapping) -> int | None:
-    """``memory_cap_bytes``: null, or the peak memory (as the record measures it) above which a run
-    counts as out of memory."""
-    cap = config.get("memory_cap_bytes")
-    if cap is not None and not is_positive_int(cap):
-        raise ConfigError(f"memory_cap_bytes must be a positive integer (bytes) or null, got {cap!r}")
-    return cap
 
 
 def check_memory_cap(cap: int | None, device: torch.device) -> None:
@@ -92,7 +82,7 @@ def train(config: Mapping, data: TaskData, device: torch.device) -> tuple[Outcom
     newest one of this config unless ``resume`` is false."""
     budget, seed = config["budget"], config["seed"]
     target = budget.get("target_val_accuracy")
-    cap = memory_cap(config)
+    cap = config.get("memory_cap_bytes")  # null, or the peak (as the record measures it) that is oom
     started = time.perf_counter()
     torch.manual_seed(seed)
     model = build_model(config["task"]["backbone"], data.info, config["model"], config["method"]).to(device)
@@ -237,40 +227,6 @@ def train(config: Mapping, data: TaskData, device: torch.device) -> tuple[Outcom
     return outcome, model
 
 
-def is_positive_int(value: object) -> bool:
-    """An int above zero; ``true`` is not a count, though Python's bool is an int."""
-    return isinstance(value, int) and not isinstance(value, bool) and value > 0
-
-
-def is_finite_number(value: object) -> bool:
-    """An int or float that is neither NaN nor infinite (and not a bool)."""
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-
-
-def check_budget(budget: Mapping) -> None:
-    """One clear line for a budget no run can have."""
-    for key in ("max_steps", "batch_size", "eval_every"):
-        if not is_positive_int(budget[key]):
-            raise ConfigError(f"budget.{key} must be a positive integer, got {budget[key]!r}")
-    for key in ("eval_batches", "checkpoint_every", *SPLIT_LIMITS):
-        value = budget.get(key)  # a budget written before checkpoint_every existed: never
-        if value is not None and not is_positive_int(value):
-            raise ConfigError(f"budget.{key} must be a positive integer or null, got {value!r}")
-    warmup = budget["warmup_steps"]
-    if isinstance(warmup, bool) or not isinstance(warmup, int) or warmup < 0:
-        raise ConfigError(f"budget.warmup_steps must be an integer >= 0, got {warmup!r}")
-    target = budget.get("target_val_accuracy")
-    if target is not None and (not is_finite_number(target) or not 0 < target <= 1):
-        raise ConfigError(f"budget.target_val_accuracy must be a number in (0, 1] or null, got {target!r}")
-    if not is_finite_number(budget["lr"]) or budget["lr"] <= 0:
-        raise ConfigError(f"budget.lr must be a finite number > 0, got {budget['lr']!r}")
-    if not is_finite_number(budget["weight_decay"]) or budget["weight_decay"] < 0:
-        raise ConfigError(f"budget.weight_decay must be a finite number >= 0, got {budget['weight_decay']!r}")
-    clip = budget["grad_clip"]
-    if clip is not None and (not is_finite_number(clip) or clip <= 0):
-        raise ConfigError(f"budget.grad_clip must be a finite number > 0 or null, got {clip!r}")
-
-
 def task_config(config: Mapping) -> dict:
     """The task group with the budget's split sizes written over the task's own (when set)."""
     merged = dict(config["task"])
@@ -313,9 +269,6 @@ def recurrent_state_bytes(model: torch.nn.Module, seq_len: int) -> int:
 def job(config: Mapping, device: torch.device) -> JobResult:
     """mode=train: train on the task, test at the best validation step."""
     tasks.loader(config["task"]["name"])  # unknown task: fail before any work
-    check_budget(config["budget"])
-    check_model_config(config["model"], config["task"]["seq_len"])
-    memory_cap(config)
     # A job in a multirun is not charged with the peak of the jobs before it (Linux).
     reset_peak_rss()
     data = load_data(config)
