@@ -43,6 +43,7 @@ class JobResult:
     kind: str  # the record kind
     outcome: Outcome
     task: dict  # the record's ``task`` block: at least ``name``
+    resolved: dict | None = None  # the method's options as the job's module resolved them (resolved_options)
 
 
 def resolve_device(name: str) -> torch.device:
@@ -90,6 +91,12 @@ def find_finished(results_dir: str | Path, config_hash: str) -> Path | None:
     return found
 
 
+def with_method_version(config: Mapping, version: int) -> dict:
+    """``config`` with ``method.version``, the method's code version: part of what defines a run
+    (records.NEUTRAL_VALUES: version 1 hashes as a config without it)."""
+    return {**config, "method": {**config["method"], "version": version}}
+
+
 def run(config: Mapping, resume: bool = True) -> tuple[Path, Outcome]:
     """Run one job of ``config`` (a resolved plain dict); return the record path and outcome.
 
@@ -101,7 +108,8 @@ def run(config: Mapping, resume: bool = True) -> tuple[Path, Outcome]:
     validate(config)  # the boundary: past it, the config is trusted
     mode = config["mode"]["name"]
     module = modes.get(mode).job_module()
-    methods.get(config["method"]["name"])  # unknown method (the registry's own message): before any work
+    method_class = methods.get(config["method"]["name"])  # unknown method (the registry's own message): before any work
+    config = with_method_version(config, method_class.version)
     device = resolve_device(config["device"])
     config_hash = records.config_hash(config, device.type)
     if resume and not config.get("force", False):
@@ -131,7 +139,8 @@ def run(config: Mapping, resume: bool = True) -> tuple[Path, Outcome]:
             result.kind,
             config=config,
             config_hash=config_hash,
-            method={"name": method["name"], "impl": method["impl"], "params": dict(method["options"])},
+            method={"name": method["name"], "impl": method["impl"], "params": dict(method["options"]),
+                    "resolved": result.resolved, "version": method_class.version},
             task=result.task,
             metrics=result.outcome.metrics,
             env=env.capture(device, config["seed"]),

@@ -132,10 +132,15 @@ def test_weights_give_each_methods_own_output(name):
 
 
 class OverflowingMap(nn.Module):
-    """A feature map whose float32 exponentials overflow for every query."""
+    """A feature-map method whose float32 exponentials overflow for every query."""
+
+    denominator_eps = 1e-6
 
     def feature_map(self, x: torch.Tensor, kind: str) -> torch.Tensor:
         return torch.exp(100.0 * x.float().abs())
+
+    def log_weights(self, q: torch.Tensor, k: torch.Tensor, positions=None) -> torch.Tensor:
+        return (self.feature_map(q, "query").double() @ self.feature_map(k, "key").double().transpose(-1, -2)).log()
 
 
 def test_overflow_is_counted_and_shown_never_nan():
@@ -191,7 +196,7 @@ def test_method_without_feature_map_is_a_clear_error(make_config, monkeypatch):
     with pytest.raises(ConfigError) as caught:
         fidelity.job(config, CPU)
     message = str(caught.value)
-    assert "'window_for_test' has no feature map" in message
+    assert "'window_for_test' declares no attention weights" in message
     assert all(name in message for name in ("favor", "taylor", "linear", "loglinear", "softmax"))
 
 

@@ -116,8 +116,9 @@ def measure_point(module: AttentionMethod, batch: int, context: int, heads: int,
         state = prompt_state(module, q, k, v)
         point.update(prefill_s=prefill_s, prefill_tokens_per_s=batch * context / prefill_s,
                      state_bytes=state_bytes(state))
-        if hasattr(module, "live_states"):  # loglinear: how many Fenwick levels hold a sum
-            point["live_states"] = module.live_states(state)
+        live = module.live_states(state)  # e.g. how many Fenwick levels hold a sum; None: no such parts
+        if live is not None:
+            point["live_states"] = live
         del q, k, v
         tokens = random(grid.warmup_steps + grid.timed_steps, 3, batch, heads, head_dim)
         step_times = []
@@ -244,7 +245,7 @@ def job(config: Mapping, device: torch.device) -> JobResult:
             "batch_sizes": list(grid.batch_sizes), "heads": heads, "head_dim": head_dim,
             "value_dim": head_dim, "dtype": grid.dtype, "warmup_steps": grid.warmup_steps,
             "timed_steps": grid.timed_steps}
-    return JobResult(kind="decode", outcome=outcome, task=task)
+    return JobResult(kind="decode", outcome=outcome, task=task, resolved=module.resolved_options())
 
 
 def table(rows: list[list[str]]) -> list[str]:

@@ -14,7 +14,7 @@ POINT_METRICS = (
     Metric("attention_tv", "attention TV", "ratio", "lower"),
     Metric("output_rel_error_approx_numerator", "out err, approx num only", "ratio", "lower"),
     Metric("output_rel_error_approx_denominator", "out err, approx den only", "ratio", "lower"),
-    Metric("feature_map_flops", "feature map FLOPs", "count", "lower"),
+    Metric("feature_map_flops", "feature map FLOPs", "count", "lower"),  # in records before methods declared FLOPs
     Metric("kernelized_flops", "linear form FLOPs", "count", "lower"),
     Metric("exact_attention_flops", "exact FLOPs", "count", None),
     Metric("kernelized_memory_bytes", "linear form memory", "bytes", "lower"),

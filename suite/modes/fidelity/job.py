@@ -21,30 +21,17 @@ from tqdm.auto import tqdm
 import methods
 from suite.modes.fidelity import capture as fidelity_capture
 from suite.errors import ConfigError
-from suite.modes.fidelity.cost import CostModel, exact_flops, exact_memory_bytes
 from suite.modes.fidelity.measure import ERROR_NAMES, method_weights, query_errors, scores, summarize
 from suite.scaling import loglog_slope
 from suite.metrics import format_value
 from suite.modes.fidelity import POINT_METRICS
 from suite.run import JobResult, Outcome
 
-REFERENCE = "softmax"  # the exact method: measured too, its errors are float32 rounding
-METHOD_NOTES = {
-    "softmax": "softmax is the exact reference, evaluated in float32 as the method computes it (max-shifted "
-               "exp): its errors are float32 rounding, the floor under every other method.",
-    "linear": "elu(x)+1 is not an approximation of exp at all: its denominator sums a different kernel, so "
-              "the denominator and numerator columns measure that change of kernel, not an estimation "
-              "error; attention TV and output error are the comparable columns.",
-    "loglinear": "log-linear attention with lambda = 1 as initialised equals (non-causal) linear attention "
-                 "with elu(x)+1: it estimates a different kernel than exp (see linear); TV and output error "
-                 "are the comparable columns.",
-    "taylor": "taylor: 1 + s + s^2/2 equals exp(s) up to s^3/6, so its error grows with the score temperature, "
-              "not with d_phi; both d_phi rows (all D^2 products, or the symmetric half) define the same "
-              "kernel. feature_dim projections are not swept: untrained, they send queries and keys "
-              "through independent random matrices and approximate no q.k at all.",
-    "favor": "favor: unbiased positive random features; the error should fall as 1/sqrt(d_phi) "
-             "(slopes below), and grows with the score temperature.",
-}
+FLOAT32_BYTES = 4
+
+# The exact method the others are compared with (a default, not a branch): measured too, its errors
+# are float32 rounding.
+REFERENCE = "softmax"
 
 
 # -- the grid ---------------------------------------------------------------------------------------
@@ -55,25 +42,17 @@ def select_grid(config: Mapping) -> dict:
 
 
 def feature_variants(method: Mapping, grid: Mapping) -> list[dict]:
-    """Option overrides, one per d_phi to measure: FAVOR+'s num_features from the grid; Taylor's
-    full and symmetric-half maps (same kernel, different size); one fixed map otherwise."""
-    own = methods.get(method["name"]).method_options
-    if "num_features" in own:
-        return [{"num_features": m} for m in grid["d_phi"]]
-    if "symmetric_half" in own:
-        return [{"symmetric_half": False}, {"symmetric_half": True}]
-    return [{}]
+    """Option overrides, one per feature map to measure, as the method declares them for the grid's
+    feature counts (FAVOR+: one per count; Taylor: its full and symmetric-half maps)."""
+    return methods.get(method["name"]).fidelity_variants(list(grid["d_phi"]))
 
 
 def check_method(name: str) -> None:
-    """Only methods with a feature map (or the exact reference) have feature metrics."""
-    cls = methods.get(name)
-    if name != REFERENCE and not hasattr(cls, "feature_map"):
-        kernelized = [m for m in methods.available() if hasattr(methods.get(m), "feature_map")]
-        raise ConfigError(
-            f"mode=fidelity: method {name!r} has no feature map, so it has no feature metrics; valid methods: "
-            f"{', '.join(kernelized)} (and {REFERENCE}, the exact reference)"
-        )
+    """Only methods that declare their attention weights can be compared with exact attention."""
+    if not methods.get(name).compares_weights():
+        comparable = [m for m in methods.available() if methods.get(m).compares_weights()]
+        raise ConfigError(f"mode=fidelity: method {name!r} declares no attention weights (log_weights), so it has "
+                          f"no fidelity to measure; valid methods: {', '.join(comparable)}")
 
 
 # -- input sources ----------------------------------------------------------------------------------
@@ -118,11 +97,9 @@ def build_modules(method: Mapping, variant: Mapping, head_dim: int, draws: int, 
     return built
 
 
-def feature_size(module: torch.nn.Module, head_dim: int, device: torch.device) -> int | None:
-    """d_phi: the length of the method's feature vector; None for the exact reference."""
-    if not hasattr(module, "feature_map"):
-        return None
-    return int(module.feature_map(torch.zeros(1, 1, 1, head_dim, device=device), "key").shape[-1])
+def feature_size(module: methods.AttentionMethod) -> int | None:
+    """d_phi: the length of the method's feature vector as it resolved it; None for the exact reference."""
+    return module.resolved_options().get("num_features")
 
 
 @torch.no_grad()
@@ -152,18 +129,18 @@ def measure_cell(modules: list[torch.nn.Module], source: Mapping, n: int, querie
     return cell
 
 
-def cost_fields(module: torch.nn.Module, n: int, d: int, e: int, f: int | None) -> dict:
-    """FLOPs and memory of exact attention at this N and, for a feature map, of the linear form."""
-    fields = {"exact_attention_flops": exact_flops(n, d, e), "exact_attention_memory_bytes": exact_memory_bytes(n)}
-    if f is not None:
-        cost = CostModel.of(module)
-        fields.update(
-            feature_map_flops=cost.feature_map_flops(n, d, f),
-            kernelized_flops=cost.kernelized_flops(n, d, e, f),
-            kernelized_memory_bytes=cost.kernelized_memory_bytes(n, e, f),
-            flops_vs_exact=cost.kernelized_flops(n, d, e, f) / exact_flops(n, d, e),
-            break_even_d_phi=cost.break_even_features(n, d, e),
-        )
+def cost_fields(module: methods.AttentionMethod, n: int, d: int, e: int) -> dict:
+    """FLOPs and memory of exact attention at this N beside the method's (non-causal, one sequence
+    and head), as the methods declare them: FLOPs of the matrix products their CPU implementation
+    runs; memory of the score matrix, or of the features and the state."""
+    reference = methods.build(REFERENCE, head_dim=d)
+    exact = round(reference.forward_flops(1, 1, n, e, causal=False, impl="naive"))
+    fields = {"exact_attention_flops": exact, "exact_attention_memory_bytes": FLOAT32_BYTES * n * n}
+    features = module.resolved_options().get("num_features")
+    if features:  # a linear form: features and a state
+        flops = round(module.forward_flops(1, 1, n, e, causal=False, impl=module.cpu_default))
+        fields.update(kernelized_flops=flops, flops_vs_exact=flops / exact,
+                      kernelized_memory_bytes=FLOAT32_BYTES * 2 * n * features + module.state_bytes(1, 1, n, e))
     return fields
 
 
@@ -199,7 +176,7 @@ def job(config: Mapping, device: torch.device) -> JobResult:
         captured, capture = captured_sources(config, grid, device)
         sources += captured
 
-    points, skipped = [], []
+    points, skipped, resolved = [], [], []
     cells = [(s, n, v) for s in sources for n in grid["seq_lens"] for v in variants]
     for source, n, variant in tqdm(cells, desc=f"fidelity of {method['name']}", unit="cell", dynamic_ncols=True, mininterval=0.5):
         available = source["q"].shape[2]
@@ -207,20 +184,23 @@ def job(config: Mapping, device: torch.device) -> JobResult:
             skipped.append({"source": source["name"], "seq_len": n, "reason": f"the source has {available} tokens"})
             continue
         modules = build_modules(method, variant, head_dim, grid["feature_draws"], device)
-        d_phi = feature_size(modules[0], head_dim, device)
+        d_phi = feature_size(modules[0])
+        if modules[0].resolved_options() not in resolved:
+            resolved.append(modules[0].resolved_options())
         point = {"method": method["name"], "source": source["name"], "source_kind": source["kind"],
                  "nominal_score_std": source["nominal_score_std"], "seq_len": n, "d_phi": d_phi,
                  "variant": dict(variant), "draws": len(modules)}
         point.update(measure_cell(modules, source, n, grid["queries"], seed))
-        point.update(cost_fields(modules[0], n, head_dim, source["v"].shape[-1], d_phi))
+        point.update(cost_fields(modules[0], n, head_dim, source["v"].shape[-1]))
         points.append(point)
 
     task = {"name": capture["task"] if capture else "synthetic", "seq_len": max(grid["seq_lens"]),
             "head_dim": head_dim, "sources": [s["name"] for s in sources], "causal": False,
             "capture_model": capture}
     metrics = {"points": points, "denominator_error_slopes": slopes(points), "skipped": skipped,
-               "causal": False, "note": METHOD_NOTES.get(method["name"])}
-    return JobResult(kind="fidelity", outcome=Outcome(metrics=metrics), task=task)
+               "causal": False, "note": methods.get(method["name"]).fidelity_note}
+    return JobResult(kind="fidelity", outcome=Outcome(metrics=metrics), task=task,
+                     resolved={"variants": resolved})
 
 
 # -- the summary ------------------------------------------------------------------------------------

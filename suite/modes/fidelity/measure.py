@@ -17,8 +17,6 @@ from dataclasses import dataclass
 
 import torch
 
-from methods._featuremap.common import DENOMINATOR_EPS
-from methods.loglinear.levels import level_matrix
 
 # The per-query errors, in the order tables print them: the denominator first.
 ERROR_NAMES = (
@@ -60,33 +58,16 @@ def scores(q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
     return q.double() @ k.double().transpose(-1, -2) / math.sqrt(q.shape[-1])
 
 
-def noncausal_levels(n: int, device: torch.device | str | None = None) -> torch.Tensor:
-    """Fenwick levels of non-causal log-linear attention: the causal levels for keys up to the query,
-    those of the reversed sequence (the backward pass) for keys after it."""
-    forward = level_matrix(n, device=device)
-    return torch.where(forward >= 0, forward, forward.flip(0, 1))
-
-
 def method_weights(module: torch.nn.Module, q: torch.Tensor, k: torch.Tensor, query_index: torch.Tensor) -> ScaledWeights:
-    """The weights the method gives the selected queries: q, k (B, H, N, D), query_index (Q,) -> (B, H, Q, N).
-
-    Kernelized methods: phi(q).phi(k) from their own float32 ``feature_map``, multiplied out in
-    float64, with the denominator epsilon of their forward. Log-linear attention: times its level
-    weights lambda (1 as initialised). Softmax: the max-shifted exp of float32 scores, as the method
-    computes it, so its error is float32 rounding."""
-    q_selected = q[..., query_index, :]
-    if not hasattr(module, "feature_map"):  # softmax, the exact reference
-        logits = (q_selected.float() @ k.float().transpose(-1, -2)) / math.sqrt(q.shape[-1])
-        peak = logits.amax(-1, keepdim=True)
-        return ScaledWeights(torch.exp(logits - peak).double(), peak.squeeze(-1).double())
-    phi_q = module.feature_map(q_selected, "query").double()
-    phi_k = module.feature_map(k, "key").double()
-    weights = phi_q @ phi_k.transpose(-1, -2)
-    if hasattr(module, "level_weights"):
-        lam = module.level_weights(q_selected).double()  # (B, H, Q, L)
-        levels = noncausal_levels(k.shape[-2], device=k.device)[query_index]  # (Q, N)
-        weights = weights * lam.gather(-1, levels.expand(*lam.shape[:-1], levels.shape[-1]))
-    return scale_rows(weights, DENOMINATOR_EPS)
+    """The weights the method gives the selected queries: q, k (B, H, N, D), query_index (Q,) ->
+    (B, H, Q, N) rows of max 1 and their log scales, from the method's own ``log_weights`` (its
+    float32 computation; the exact reference's errors are then float32 rounding) and its
+    denominator epsilon. A row whose weights overflowed float32 keeps its inf (excluded later)."""
+    log_w = module.log_weights(q[..., query_index, :], k, positions=query_index)
+    peak = log_w.amax(-1)
+    usable = torch.isfinite(peak)
+    shift = torch.where(usable, peak, torch.zeros_like(peak))
+    return ScaledWeights(torch.exp(log_w - shift.unsqueeze(-1)), shift, module.denominator_eps)
 
 
 def query_errors(s: torch.Tensor, v: torch.Tensor, approx: ScaledWeights) -> dict[str, torch.Tensor]:

@@ -74,7 +74,7 @@ def job(config: Mapping, device: torch.device) -> JobResult:
         "timing": "cuda_events" if device.type == "cuda" else "perf_counter",
         "memory": "cuda_allocator" if device.type == "cuda" else (
             "process_rss_high_water_mark" if high_water_mark_usable() else "process_rss_sampled_1ms"),
-        "flop_model": "suite/kernel/analysis.py",
+        "flop_model": "each method's forward_flops/backward_flops: the matrix products its implementation runs",
         "load_average_before": load_before,
         "load_average_after": load_average(),
         "cpu_threads": used_threads,
@@ -83,7 +83,8 @@ def job(config: Mapping, device: torch.device) -> JobResult:
     task = {"name": TASK_NAME, "seq_len": max(grid["lengths"]), "lengths": grid["lengths"], "batch": grid["batch"],
             "heads": grid["heads"], "head_dims": grid["head_dims"], "value_dim": grid["value_dim"],
             "dtypes": grid["dtypes"], "causal": grid["causal"]}
-    return JobResult(kind="kernel", outcome=Outcome(status=status, error=error, metrics=metrics), task=task)
+    return JobResult(kind="kernel", outcome=Outcome(status=status, error=error, metrics=metrics), task=task,
+                     resolved=sweep.resolved)
 
 
 def summary(record: Mapping) -> str:

@@ -36,6 +36,7 @@ class Sweep:
     points: list[dict] = field(default_factory=list)
     matmul: dict[str, dict] = field(default_factory=dict)
     interrupted: bool = False
+    resolved: dict[str, dict] = field(default_factory=dict)  # the method's resolved options per head dim
 
 
 def dtype_unsupported(dtype: torch.dtype, device: torch.device) -> str | None:
@@ -136,6 +137,7 @@ def run_sweep(config: Mapping, grid: Mapping, device: torch.device, log: Callabl
                 torch.manual_seed(config["seed"])
                 module = methods.build(method["name"], head_dim=head_dim, impl="auto", **method["options"])
                 module = module.to(device).eval()
+                sweep.resolved[f"head_dim={head_dim}"] = module.resolved_options()
                 candidates = (method_implementations(module, grid["impls"], device)
                               + peer_implementations(module, grid["peers"], device))
                 for causal in grid["causal"]:

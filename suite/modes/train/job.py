@@ -20,6 +20,7 @@ from suite import checkpoint, logger, records
 from suite.data import capped, collate, real_tokens
 from suite.hardware import reset_peak_rss, run_peak_memory, synchronize
 from suite.metrics import format_value
+from methods.base import AttentionMethod
 from suite.modes.train import RECORD_METRICS
 from suite.model import build_model, token_loss
 from suite.run import JobResult, Outcome, is_out_of_memory
@@ -272,9 +273,11 @@ def job(config: Mapping, device: torch.device) -> JobResult:
     # A job in a multirun is not charged with the peak of the jobs before it (Linux).
     reset_peak_rss()
     data = load_data(config)
+    resolved = None
     try:
         outcome, model = train(config, data, device)
         outcome.metrics["state_bytes"] = recurrent_state_bytes(model, data.info.seq_len)
+        resolved = next(m for m in model.modules() if isinstance(m, AttentionMethod)).resolved_options()
     except Exception as exc:
         if not is_out_of_memory(exc):
             raise
@@ -284,7 +287,7 @@ def job(config: Mapping, device: torch.device) -> JobResult:
             "vocab_size": info.vocab_size, "num_classes": info.num_classes, "target": info.target,
             "metric": info.metric, "num_train": len(data.train), "num_val": len(data.val),
             "num_test": len(data.test), **info.extra}
-    return JobResult(kind="train", outcome=outcome, task=task)
+    return JobResult(kind="train", outcome=outcome, task=task, resolved=resolved)
 
 
 def summary(record: Mapping) -> str:
