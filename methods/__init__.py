@@ -13,6 +13,8 @@ import pkgutil
 from methods.base import AttentionMethod, MethodError
 from methods.registry import REGISTRY, register
 
+# The exact method every approximation is compared with (fidelity, kernel crossovers, the capture model).
+REFERENCE = "softmax"
 # The order users read in tables; methods outside this list follow alphabetically.
 CANONICAL_ORDER = ("softmax", "linear", "favor", "taylor", "loglinear")
 
@@ -49,4 +51,4 @@ def build(name: str, head_dim: int, impl: str = "auto", **options) -> AttentionM
     return get(name)(head_dim=head_dim, impl=impl, **options)
 
 
-__all__ = ["AttentionMethod", "MethodError", "available", "build", "get", "register"]
+__all__ = ["REFERENCE", "AttentionMethod", "MethodError", "available", "build", "get", "register"]

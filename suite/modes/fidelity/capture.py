@@ -15,12 +15,13 @@ from pathlib import Path
 import torch
 from torch import nn
 
+import methods
 from suite.modes.train import job as train
 from suite.errors import ConfigError
 from suite.records import write_atomically
 from suite.model import Decoder, MultiHeadAttention, build_model
 
-SOFTMAX = {"name": "softmax", "impl": "auto", "options": {}}
+SOFTMAX = {"name": methods.REFERENCE, "impl": "auto", "options": {}}
 # What defines the trained model; paths and the mode's own grids do not.
 DEFINING_KEYS = ("task", "budget", "model", "method", "seed")
 

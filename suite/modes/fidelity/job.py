@@ -29,9 +29,7 @@ from suite.run import JobResult, Outcome
 
 FLOAT32_BYTES = 4
 
-# The exact method the others are compared with (a default, not a branch): measured too, its errors
-# are float32 rounding.
-REFERENCE = "softmax"
+REFERENCE = methods.REFERENCE  # the exact method: measured too, its errors are float32 rounding
 
 
 # -- the grid ---------------------------------------------------------------------------------------

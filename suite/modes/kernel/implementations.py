@@ -26,8 +26,6 @@ SDPA = "sdpa"  # the reference every crossover is measured against
 FLA_INSTALL = "pip install -e '.[gpu]'"
 
 
-# The method whose implementation "sdpa" is the reference of every crossover (a default, not a branch).
-REFERENCE_METHOD = "softmax"
 Flops = Callable[[int, int, int, int, bool], tuple[float, float]]  # (batch, heads, n, value_dim, causal)
 
 
@@ -105,7 +103,7 @@ def peer_implementations(module: methods.AttentionMethod, peers: list[str],
     kernel) unless the method is built on it, and the kernels of other libraries it declares."""
     found = []
     if "sdpa" in peers and "sdpa" not in module.impls:
-        reference = methods.build(REFERENCE_METHOD, head_dim=module.head_dim)
+        reference = methods.build(methods.REFERENCE, head_dim=module.head_dim)
         found.append(Implementation(name=SDPA, source="peer", flops=declared_flops(reference, "sdpa"), run=sdpa))
     if "fla" in peers:
         found.extend(fla_implementations(module, device))
