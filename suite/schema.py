@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import cache
-from typing import Annotated, Any, Literal, Optional
+from typing import Any, Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, Field, NonNegativeFloat, NonNegativeInt, PositiveInt, create_model
 
@@ -151,7 +151,8 @@ class Statistics(Block):
 # -- the metrics of each kind -----------------------------------------------------------------------
 
 TrainMetrics = create_model(
-    "TrainMetrics", __base__=Block, __doc__="A train run's metrics: the train mode's declared ones, and how they were measured.",
+    "TrainMetrics", __base__=Block,
+    __doc__="A train run's metrics: the train mode's declared ones, and how they were measured.",
     **metric_fields("train", "record"),
     baseline_name=(Optional[str], Field(None, description="what baseline_accuracy is (chance, majority class)")),
     peak_memory_source=(Optional[str], Field(None, description="cuda_allocator or process_peak_rss")),

@@ -119,7 +119,8 @@ def test_every_declared_metric_is_in_its_kinds_schema():
     ("train", lambda r: r.update(metric={}), "metric"),  # a misspelt field
     ("kernel", lambda r: r["metrics"]["points"][0].pop("length"), "metrics.points.0.length"),
     ("kernel", lambda r: r["metrics"]["points"][1].update(status="fine"), "metrics.points.1.status"),
-    ("decode", lambda r: r["metrics"]["reference"]["points"][0].update(state_bytes=-8), "metrics.reference.points.0.state_bytes"),
+    ("decode", lambda r: r["metrics"]["reference"]["points"][0].update(state_bytes=-8),
+     "metrics.reference.points.0.state_bytes"),
     ("fidelity", lambda r: r["metrics"]["points"][0]["denominator_rel_error"].update(mean="small"),
      "metrics.points.0.denominator_rel_error.mean"),
 ])

@@ -21,7 +21,7 @@ from suite.site.__main__ import main
 from suite.site.board import LRA_TASKS, board_rows
 from suite.site.charts import validate
 from suite.site.figures import crossover, fidelity_figures, pareto_front, sweep_figures
-from suite.site.render import BUNDLE, static_svg
+from suite.site.render import BUNDLE
 from suite.site.runs import load_runs, reproduce_command
 
 SCRIPT = "<script>alert('x')</script>"
@@ -54,7 +54,8 @@ def kernel_record(method: str, impls: dict) -> dict:
             if method == "softmax" and n == KERNEL_NS[-1]:
                 points.append({**point, "status": "oom", "reason": "out of memory"})
                 continue
-            points.append({**point, "fwd_median_s": seconds(n), "fwd_p10_s": 0.9 * seconds(n), "fwd_p90_s": 1.2 * seconds(n),
+            points.append({**point, "fwd_median_s": seconds(n), "fwd_p10_s": 0.9 * seconds(n),
+                           "fwd_p90_s": 1.2 * seconds(n),
                            "fwdbwd_median_s": 3 * seconds(n), "fwdbwd_peak_memory_bytes": 64 * n * (n if impl != "chunk" else 8)})
     config = {"method": {"name": method, "impl": "auto"}, "mode": {"name": "kernel"}, "seed": 0}
     return new_record("kernel", config=config, config_hash=f"k{method}", method={"name": method, "impl": "auto", "params": {}},
@@ -181,7 +182,9 @@ def test_no_remote_asset_is_referenced(built):
             assert json.loads(text)["$schema"] == "https://json-schema.org/draft/2020-12/schema"
             text = text.replace("https://json-schema.org/draft/2020-12/schema", "")
         assert not re.search(r"https?://|//cdn|@import|url\(", text), path
-    for spec in re.findall(r'<script type="application/json" id="spec-[^"]+">(.*?)</script>', texts[out / "plots.html"], re.S):
+    specs = re.findall(r'<script type="application/json" id="spec-[^"]+">(.*?)</script>', texts[out / "plots.html"],
+                       re.S)
+    for spec in specs:
         assert '"url"' not in spec  # every figure's data is inline
 
 
@@ -249,7 +252,8 @@ def test_kernel_decode_and_fidelity_plots(built):
     assert [m["x"] for m in rows_of(fwd, "rule")] == [pytest.approx(2000.0)]
     assert "softmax · sdpa" in fwd.series() and "linear · sdpa" not in fwd.series()
     failed = [layer for layer in fwd.spec["layer"] if layer["mark"].get("shape") == "cross"]  # crosses on the top edge
-    assert [(r["series"], r["x"], r["tip"]) for r in failed[0]["data"]["values"]] == [("softmax · naive", 8192, "oom at 8K")]
+    assert [(r["series"], r["x"], r["tip"]) for r in failed[0]["data"]["values"]] == [
+        ("softmax · naive", 8192, "oom at 8K")]
     assert "fwd_p10_s" not in "".join(f.title for f in kernel)
     # The p10-p90 band of the kernel's times, from the points' own fields.
     sdpa = [r for r in rows_of(fwd) if r["series"] == "softmax · sdpa"]
@@ -259,17 +263,20 @@ def test_kernel_decode_and_fidelity_plots(built):
     decode = sweep_figures(runs, "decode", "context")
     assert {f.title for f in decode} == {f"decode: {m} vs context, cpu (batch_size={b})"
                                          for m in ("median/token", "state") for b in (1, 8)}
-    assert all(f.spec["title"]["subtitle"] == ["linear beats softmax from N≈1000"] for f in decode if "median/token" in f.title)
+    assert all(f.spec["title"]["subtitle"] == ["linear beats softmax from N≈1000"]
+               for f in decode if "median/token" in f.title)
     fidelity = fidelity_figures(runs)
     assert [f.title for f in fidelity] == ["fidelity: denominator err vs d_phi", "fidelity: denominator err vs N",
                                            "fidelity: output err vs d_phi", "fidelity: output err vs N"]
-    assert sorted({r["y"] for r in rows_of(fidelity[0])}) == pytest.approx([1 / math.sqrt(d) for d in (256, 64, 16)])  # means
+    means = sorted({r["y"] for r in rows_of(fidelity[0])})  # of the errors over queries
+    assert means == pytest.approx([1 / math.sqrt(d) for d in (256, 64, 16)])
     for figure in kernel + decode + fidelity:  # valid Vega-Lite; the scaling plots zoom and pan
         validate(figure.spec)
         assert {"name": "zoom", "select": {"type": "interval"}, "bind": "scales"}.items() <= next(
             p for p in figure.spec["params"] if p["name"] == "zoom").items()
     plots = (out / "plots.html").read_text()
-    assert plots.count('<div class="chart" data-spec=') == len(kernel) + len(decode) + len(fidelity) + 4  # + Pareto: 2 points x 2 costs
+    pareto = 4  # 2 board points x 2 costs
+    assert plots.count('<div class="chart" data-spec=') == len(kernel) + len(decode) + len(fidelity) + pareto
     assert "errors.svg" in plots and "escape.svg" not in plots  # a record cannot point outside its folder
     assert next(out.rglob("errors.svg")).read_text() == "<svg></svg>"
     static = next(out.glob("figures/plot-*-kernel__fwd_vs_N*.svg")).read_text()

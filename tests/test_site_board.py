@@ -192,7 +192,8 @@ def test_mqar_figures_are_on_the_board(tmp_path):
     assert [layer["mark"]["type"] for layer in recall.spec["layer"]][:2] == ["area", "line"]
     cost = figures["MQAR: test acc vs train throughput"]
     assert {r["size"] for r in rows_of(cost)} == {2**20} and cost.spec["layer"][0]["mark"]["type"] == "rule"  # bars
-    assert next(layer for layer in cost.spec["layer"] if layer["mark"]["type"] == "point")["encoding"]["size"]["field"] == "size"
+    points = next(layer for layer in cost.spec["layer"] if layer["mark"]["type"] == "point")
+    assert points["encoding"]["size"]["field"] == "size"  # marker area by peak memory
 
 
 def test_no_series_is_dropped_with_twelve_methods(tmp_path):

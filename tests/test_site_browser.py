@@ -74,8 +74,8 @@ def test_filters_hide_other_devices(browser, site):
 
 
 def all_figures_live(driver) -> bool:
-    return driver.execute_script("const all = document.querySelectorAll('.chart');"
-                                 "return all.length > 0 && document.querySelectorAll('.chart.live').length === all.length")
+    return driver.execute_script("const all = document.querySelectorAll('.chart'), live = '.chart.live';"
+                                 "return all.length > 0 && document.querySelectorAll(live).length === all.length")
 
 
 def test_every_plot_draws(browser, site, tmp_path):
@@ -99,7 +99,8 @@ def test_every_plot_draws(browser, site, tmp_path):
 def tooltip(driver) -> str:
     """The text of vega-tooltip's box once it shows."""
     WebDriverWait(driver, 10).until(lambda d: d.execute_script(
-        "const t = document.getElementById('vg-tooltip-element'); return t !== null && t.classList.contains('visible')"))
+        "const t = document.getElementById('vg-tooltip-element');"
+        "return t !== null && t.classList.contains('visible')"))
     return driver.find_element("id", "vg-tooltip-element").text
 
 
@@ -108,8 +109,8 @@ def test_hovering_a_point_shows_its_values(browser, site):
     WebDriverWait(browser, 60).until(all_figures_live)
     figure = browser.find_element("css selector", "section#kernel .chart.live")  # kernel: fwd vs N
     browser.execute_script("arguments[0].scrollIntoView({block: 'center'})", figure)
-    point = next(p for p in figure.find_elements("css selector", "g.mark-symbol path")
-                 if "series: softmax · sdpa" in (p.get_attribute("aria-label") or "") and "x: 1024;" in p.get_attribute("aria-label"))
+    labels = {p: p.get_attribute("aria-label") or "" for p in figure.find_elements("css selector", "g.mark-symbol path")}
+    point = next(p for p, label in labels.items() if "series: softmax · sdpa" in label and "x: 1024;" in label)
     ActionChains(browser).move_to_element(point).perform()
     shown = tooltip(browser).splitlines()
     # SDPA inside linear's record: 0.5e-9 N^2 s at N = 1024, with its p10-p90 band (0.9x to 1.2x).
@@ -129,7 +130,8 @@ def test_a_legend_click_shows_that_series_alone(browser, site):
                 if f"series: {series};" in (p.get_attribute("aria-label") or "")}
 
     assert opacity("linear · chunk") == opacity("softmax · sdpa") == {"1"}
-    entry = next(e for e in figure.find_elements("css selector", "g.role-legend-label text") if e.text == "linear · chunk")
+    legend = figure.find_elements("css selector", "g.role-legend-label text")
+    entry = next(e for e in legend if e.text == "linear · chunk")
     ActionChains(browser).move_to_element(entry).click().perform()
     WebDriverWait(browser, 5).until(lambda d: opacity("softmax · sdpa") != {"1"})
     assert opacity("linear · chunk") == {"1"} and all(float(v) < 0.5 for v in opacity("softmax · sdpa"))
@@ -145,7 +147,8 @@ def test_without_javascript_every_figure_is_its_static_svg(browser, site):
         assert "JavaScript is off" in images("return document.querySelector('noscript p.noscript').textContent")
         shown = images("return Array.from(document.querySelectorAll('.chart')).map(c => {"
                        "  const img = c.querySelector('img');"
-                       "  return [c.classList.contains('live'), img !== null && img.complete, img ? img.naturalWidth : 0];"
+                       "  const loaded = img !== null && img.complete;"
+                       "  return [c.classList.contains('live'), loaded, img ? img.naturalWidth : 0];"
                        "})")
     finally:
         browser.execute_cdp_cmd("Emulation.setScriptExecutionDisabled", {"value": False})

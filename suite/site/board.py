@@ -13,8 +13,8 @@ from typing import Any
 
 from suite.metrics import declared
 from suite.records import cell_key, select_lr
-from suite.site.runs import Run, number
 from suite.site import reference
+from suite.site.runs import Run, number
 
 ACCURACY = declared("train")["test_accuracy"]
 TEST_BUDGETS = ("smoke",)  # budgets of test runs: they check that the code runs, not what it learns

@@ -17,8 +17,7 @@ from suite import modes, schema
 from suite.metrics import declared as declared_metrics
 from suite.site import pages, render
 from suite.site.board import board_columns, board_rows, reference_rows
-from suite.site.figures import (Figure, board_figures, fidelity_figures, fidelity_headline, pareto_figures,
-                                sweep_figures)
+from suite.site.figures import Figure, board_figures, fidelity_figures, fidelity_headline, pareto_figures, sweep_figures
 from suite.site.runs import Run, load_runs, number, safe_name
 
 SITE_DIR = pages.SITE_DIR
@@ -72,7 +71,8 @@ def build_site(results_dir: str | Path, out_dir: str | Path, site_dir: Path = SI
         write(f"assets/{render.BUNDLE}", render.javascript_bundle())
     write("runs.html", pages.runs_page(env, runs, publish_schemas(out_dir), **page("runs.html", "All runs")))
     for run in runs:
-        write(run.page, pages.run_page(env, run, **page(run.page, f"{run.method} on {run.task} ({run.kind}, {run.status})")))
+        title = f"{run.method} on {run.task} ({run.kind}, {run.status})"
+        write(run.page, pages.run_page(env, run, **page(run.page, title)))
         copy_record(run, results_dir, out_dir)
     write("records.json", json.dumps([r.record for r in runs], indent=1, default=str) + "\n")
     write("records.csv", records_csv(runs))

@@ -167,7 +167,8 @@ def chart(title: str, rows: list[dict], x: Axis, y: Axis, layout: Layout, *, sub
             enc_x, alt.Y("lo:Q", scale=y_scale, axis=y_axis), alt.Y2("hi:Q"), colour, opacity=shown(),
         ).transform_filter("isValid(datum.lo)"))
     if layout.line:
-        dash = (alt.StrokeDash("impl:N", scale=alt.Scale(range=[list(d) for d in DASHES]), legend=alt.Legend(title="implementation"))
+        dash = (alt.StrokeDash("impl:N", scale=alt.Scale(range=[list(d) for d in DASHES]),
+                               legend=alt.Legend(title="implementation"))
                 if layout.dashes else alt.Undefined)
         layers.append(base.mark_line(strokeWidth=2).encode(
             enc_x, enc_y, colour, opacity=shown(), strokeDash=dash,
@@ -185,7 +186,8 @@ def chart(title: str, rows: list[dict], x: Axis, y: Axis, layout: Layout, *, sub
     fill = alt.when("datum.hollow").then(alt.value("#ffffff")).otherwise(
         alt.Fill("series:N", scale=alt.Scale(domain=domain, range=colours), legend=None))
     points = base.mark_point(filled=True, strokeWidth=1.6).encode(
-        enc_x, enc_y, colour, shape, size=size, fill=fill, stroke=alt.Stroke("series:N", scale=alt.Scale(domain=domain, range=colours), legend=None),
+        enc_x, enc_y, colour, shape, size=size, fill=fill,
+        stroke=alt.Stroke("series:N", scale=alt.Scale(domain=domain, range=colours), legend=None),
         opacity=shown(), tooltip=tooltip).add_params(pick)
     if layout.zoom:
         points = points.add_params(alt.selection_interval(bind="scales", name="zoom"))

@@ -174,8 +174,8 @@ def recall_figures(rows: list[Row], columns: list[Column], where: str) -> list[F
     for model in sorted({c.model or "" for c in mqar}):
         points = [c for c in mqar if (c.model or "") == model]
         one_per_x = len({c.num_kv_pairs for c in points}) == len(points)  # else a line would zigzag
-        data = [cell_row(row.method, column.num_kv_pairs, f"{column.num_kv_pairs} pairs", row.cells[column], column.label)
-                for row in rows for column in points
+        data = [cell_row(row.method, column.num_kv_pairs, f"{column.num_kv_pairs} pairs", row.cells[column],
+                         column.label) for row in rows for column in points
                 if column in row.cells and row.cells[column].mean() is not None]
         if not data:
             continue
@@ -240,7 +240,8 @@ def cost_figures(rows: list[Row], columns: list[Column], where: str) -> list[Fig
         sizes = f"largest: {format_bytes(largest)}" if largest else "no run recorded its memory"
         caption = (f"{ACCURACY.label} against train tokens/s (median over the cell's runs) on "
                    f"{', '.join(c.label for c in group)} ({where}), as in LRA's Figure 3. Marker area is "
-                   f"proportional to peak memory ({sizes}). Bars: ± one standard deviation over seeds. {HOLLOW} {LEGEND}")
+                   f"proportional to peak memory ({sizes}). Bars: ± one standard deviation over seeds. "
+                   f"{HOLLOW} {LEGEND}")
         if len(group) > 1:
             caption += " Each method has one point per MQAR board point (hover a point for which)."
         spec = chart(title, data, metric_axis(speed, log=True), metric_axis(ACCURACY, log=False),
@@ -392,7 +393,8 @@ def crossover_markers(points: list[SweepPoint], name: str, metric: Metric) -> li
         x = crossover(reference, curve, metric.better) if reference and curve else None
         if x is not None:
             first = min(series_label(p.method, p.impl) for p in points if mine(p.method, p.impl))
-            markers.append({"x": x, "series": first, "label": f"{method} beats softmax from N≈{compact_count(round(x))}"})
+            label = f"{method} beats softmax from N≈{compact_count(round(x))}"
+            markers.append({"x": x, "series": first, "label": label})
     return markers
 
 
