@@ -1,51 +1,139 @@
-"""``python -m suite method=<name> task=<name> [budget=...] [mode=...] [key=value ...]``.
+"""``python -m suite method=<name> task=<name> [budget=...] [mode=...] [key=value ...]``; ``--help``.
 
-Config groups live in conf/ (see conf/config.yaml). Choices of the groups and the keys of
-``key=value`` overrides are checked before Hydra runs anything, so a typo gets one line naming the
-valid choices (or the key meant) and exit code 2. Exit codes: 0 ok or skipped, 1 the run failed
-(error, diverged, oom), 2 a user mistake, 130 interrupted (Ctrl-C or SIGTERM; a sweep stops too).
+Config groups live in conf/ (see conf/config.yaml). Hydra parses the command line and composes the
+config, once; its own flags (``--cfg job``, ``--info``, ``-sc install=bash``, ``-m``) are its own.
+Group choices are looked up in Hydra's config repository before anything runs (a sweep's too, and
+the optional groups Hydra would skip in silence); a mistake Hydra meets while composing (a
+misspelled key) is said in one line with the key meant; then the schema (suite.config) checks the
+values before any work. Exit codes: 0 ok or skipped, 1 the run failed (error, diverged, oom), 2 a
+user mistake, 130 interrupted (Ctrl-C or SIGTERM; a sweep stops too).
 """
 
 from __future__ import annotations
 
-import difflib
+import itertools
+import json
+import os
 import re
 import sys
+import textwrap
+from collections.abc import Iterator
+from contextlib import contextmanager
+from functools import cache
 from pathlib import Path
 
 CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
-CHECKED_GROUPS = ("method", "task", "budget", "model", "mode", "logger", "experiment", "protocol", "point",
-                  "state_size", "hydra/launcher")
-# Hydra's own launchers need no extra; ours (conf/hydra/launcher/) need their plugin installed.
-BUILTIN_LAUNCHERS = ("basic",)
+CONFIG_NAME = "config"
+# Groups the config picks by itself (tuning: <task>_<budget>) or that only presets sweep
+# (state_size: experiment=recall_state_cpu): not advertised in --help, still checked.
+INTERNAL_GROUPS = ("tuning", "state_size")
 EXIT_USER_ERROR = 2
 EXIT_INTERRUPTED = 130  # the shell's code for a process ended by Ctrl-C
 
 
+@cache
+def config_loader():
+    """Hydra's loader over conf/ and the installed plugins' configs (e.g. hydra/launcher=joblib)."""
+    from hydra._internal.config_loader_impl import ConfigLoaderImpl
+    from hydra._internal.utils import create_config_search_path
+
+    return ConfigLoaderImpl(config_search_path=create_config_search_path(str(CONF_DIR)))
+
+
 def group_choices(group: str) -> list[str]:
-    """The options of a config group: the yaml files in conf/<group>/."""
-    return sorted(p.stem for p in (CONF_DIR / group).glob("*.yaml"))
+    """The options of a config group, as Hydra finds them."""
+    return sorted(config_loader().get_group_options(group))
+
+
+def parsed_overrides(argv: list[str]) -> list:
+    """The overrides of a command line, as Hydra's own parsers read them ([] for shell completion,
+    whose words are completion commands such as ``install=bash``, not config)."""
+    from hydra._internal.utils import get_args_parser
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    args = get_args_parser().parse_args(argv)
+    return [] if args.shell_completion else OverridesParser.create().parse_overrides(args.overrides)
+
+
+def choices_of(override) -> list[str]:
+    """The choices an override names: one, or each of a sweep's (``a,b``); none for a glob or range."""
+    from hydra.core.override_parser.types import ChoiceSweep
+
+    value = override.value()
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, ChoiceSweep):
+        return list(override.sweep_string_iterator())
+    return []
+
+
+def is_group(name: str) -> bool:
+    return config_loader().repository.group_exists(name)
 
 
 def check_group_choices(argv: list[str]) -> str | None:
-    """A one-line message for the first unknown group choice on the command line, else None."""
-    for arg in argv:
-        match = re.fullmatch(r"\+{0,2}([\w/]+)=(.*)", arg)
-        if not match or match.group(1) not in CHECKED_GROUPS:
-            continue
-        group, value = match.groups()
-        if not re.fullmatch(r"[\w.-]+(,[\w.-]+)*", value):  # sweep syntax such as glob(): Hydra's call
+    """A one-line message for the first unknown group choice on the command line (or an override
+    Hydra cannot parse), else None."""
+    from hydra.errors import OverrideParseException
+
+    try:
+        overrides = parsed_overrides(argv)
+    except OverrideParseException as exc:
+        reason = str(exc).splitlines()[0]
+        return (f"cannot parse the override {exc.override!r}: {reason} "
+                f"(Hydra's override grammar: https://hydra.cc/docs/advanced/override_grammar/basic/)")
+    for override in overrides:
+        group = override.key_or_group
+        if override.is_delete() or override.package is not None or not is_group(group):
             continue
         valid = group_choices(group)
-        if group == "hydra/launcher":
-            valid = sorted([*valid, *BUILTIN_LAUNCHERS])
-        for choice in value.split(","):
+        for choice in choices_of(override):
             if choice not in valid:
-                return f"unknown {group} {choice!r}; valid {group}s: {', '.join(valid)}"
-            if group == "hydra/launcher" and choice not in BUILTIN_LAUNCHERS:
+                from suite.config import unknown_choice
+
+                return unknown_choice(group, choice, valid, f"valid {group}s")
+            if group == "hydra/launcher":
                 missing = missing_launcher_plugin(choice)
                 if missing:
                     return missing
+    return None
+
+
+def missing_launcher_plugin(launcher: str) -> str | None:
+    """A message when the plugin behind conf/hydra/launcher/<launcher>.yaml is not installed."""
+    import importlib.util
+
+    path = CONF_DIR / "hydra" / "launcher" / f"{launcher}.yaml"
+    if not path.exists():  # Hydra's own (basic) or a plugin's own config: nothing to install
+        return None
+    target = re.search(r"^_target_:\s*(\S+)", path.read_text(), re.M).group(1)
+    package = ".".join(target.split(".")[:2])  # hydra_plugins.<plugin>
+    try:  # find_spec raises, not answers None, when no plugin at all is installed (no hydra_plugins)
+        found = importlib.util.find_spec(package)
+    except ModuleNotFoundError:
+        found = None
+    if found is None:
+        return (f"hydra/launcher={launcher} needs the {package.split('.')[1]} plugin: "
+                f"pip install -e '.[cluster]'")
+    return None
+
+
+# -- what Hydra raised while composing, said in one line ---------------------------------------------
+
+def explain(exc: Exception, argv: list[str]) -> str | None:
+    """One line for a composition error Hydra raised, else None (not a user mistake)."""
+    from hydra.errors import CompactHydraException, ConfigCompositionException, MissingConfigException
+
+    from suite.config import unknown_choice
+
+    if isinstance(exc, MissingConfigException) and exc.missing_cfg_file and exc.options is not None:
+        group, _, choice = exc.missing_cfg_file.rpartition("/")  # e.g. an experiment's own choice
+        return unknown_choice(group, choice, sorted(exc.options), f"valid {group}s")
+    overridden = re.match(r"Could not override '([^']+)'", str(exc))  # the whole key, as written
+    if isinstance(exc, ConfigCompositionException) and overridden and getattr(exc.__cause__, "full_key", None):
+        return unknown_key_on_command_line(overridden.group(1), argv)
+    if isinstance(exc, CompactHydraException):  # Hydra's messages for the user (a bad override's syntax)
+        return " ".join(line.strip() for line in str(exc).splitlines() if line.strip())
     return None
 
 
@@ -59,80 +147,92 @@ def dotted_keys(node: dict, prefix: str = "") -> list[str]:
     return keys
 
 
-def check_override_keys(argv: list[str]) -> str | None:
-    """A one-line message for the first ``key=value`` whose key the composed config lacks, else None.
+def unknown_key_on_command_line(key: str, argv: list[str]) -> str:
+    """``unknown config key``, with the key meant among those of the config the command composes.
 
-    Hydra's own answer spans five lines and advises ``+key=value``, which would add the typo as a
-    new key that nothing reads; here the message names the key most likely meant.
-    """
-    wanted, groups, swept = [], [], []
-    for arg in argv:
-        match = re.fullmatch(r"(\+{0,2})([\w/.]+)=([\w.-]*)(,[\w.-]+)*|([A-Za-z_][\w.]*)=.*", arg, re.S)
-        if not match:
-            continue
-        prefix, name, first, more, plain = match.groups()
-        if name and (CONF_DIR / name).is_dir():  # a config group: compose with its choice
-            if not name.startswith("hydra/"):
-                groups.append(f"{prefix}{name}={first}")  # a sweep is checked with its first choice
-                swept += [groups[-1]] if more else []
-        elif (plain or not prefix) and (plain or name).split(".")[0] != "hydra":
-            wanted.append(plain or name)
-    if not wanted:
-        return None
-    from hydra import compose, initialize_config_dir
+    Only on this error path is the config composed a second time, with the command's group choices
+    alone: of a sweep, the first combination of choices that lacks the key (it is named)."""
+    from hydra.types import RunMode
     from omegaconf import OmegaConf
 
-    try:
-        with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-            config = OmegaConf.to_container(compose("config", overrides=groups), resolve=False)
-    except Exception:  # whatever composing trips on, Hydra reports it itself
-        return None
-    known = dotted_keys(config)
-    context = f" (with {', '.join(swept)})" if swept else ""
-    for key in wanted:
-        if key in known:
+    from suite.config import unknown_key
+
+    groups = [o for o in parsed_overrides(argv) if is_group(o.key_or_group) and not o.is_delete()]
+    fixed = [o.input_line for o in groups if not o.is_sweep_override()]
+    swept = [[f"{o.get_key_element()}={c}" for c in choices_of(o)] for o in groups if o.is_sweep_override()]
+    known: list[str] = []
+    for combination in itertools.product(*swept):
+        try:
+            cfg = config_loader().load_configuration(CONFIG_NAME, [*fixed, *combination], RunMode.RUN)
+        except Exception:  # another mistake in this combination: no keys to suggest from
             continue
-        parent, _, leaf = key.rpartition(".")
-        if not parent or parent in known:  # a misspelled leaf: compare it with its siblings
-            close = [f"{parent}.{c}".lstrip(".") for c in difflib.get_close_matches(
-                leaf, [k.rpartition(".")[2] for k in known if k.rpartition(".")[0] == parent], n=1)]
-        else:  # a misspelled group or path: compare whole keys of the same depth
-            close = difflib.get_close_matches(key, [k for k in known if k.count(".") == key.count(".")], n=1)
-        if close:
-            return f"unknown config key {key!r}; did you mean {close[0]!r}?{context}"
-        while parent and parent not in known:  # the deepest part of the key that exists
-            parent = parent.rpartition(".")[0]
-        siblings = ", ".join(k.rpartition(".")[2] for k in known if k.rpartition(".")[0] == parent) or "none"
-        where = f"keys of {parent}" if parent else "top-level keys"
-        return f"unknown config key {key!r}; valid {where}: {siblings}{context}"
-    return None
+        known = dotted_keys(OmegaConf.to_container(cfg, resolve=False))
+        if key not in known:
+            context = f" (with {', '.join(combination)})" if combination else ""
+            return unknown_key(key, known, context)
+    return unknown_key(key, known)
 
 
-def missing_launcher_plugin(launcher: str) -> str | None:
-    """A message when the plugin behind conf/hydra/launcher/<launcher>.yaml is not installed."""
-    import importlib.util
+@contextmanager
+def hydra_raises() -> Iterator[None]:
+    """Let Hydra raise what it meets instead of printing it (several lines, exit code 1), so that a
+    composition mistake is said here in one line with exit code 2. HYDRA_FULL_ERROR is Hydra's switch;
+    other errors then show their whole traceback, still with exit code 1."""
+    before = os.environ.get("HYDRA_FULL_ERROR")
+    os.environ["HYDRA_FULL_ERROR"] = "1"
+    try:
+        yield
+    finally:
+        if before is None:
+            del os.environ["HYDRA_FULL_ERROR"]
+        else:
+            os.environ["HYDRA_FULL_ERROR"] = before
 
-    text = (CONF_DIR / "hydra" / "launcher" / f"{launcher}.yaml").read_text()
-    target = re.search(r"^_target_:\s*(\S+)", text, re.M).group(1)
-    package = ".".join(target.split(".")[:2])  # hydra_plugins.<plugin>
-    if importlib.util.find_spec(package) is None:
-        return (f"hydra/launcher={launcher} needs the {package.split('.')[1]} plugin: "
-                f"pip install -e '.[cluster]'")
-    return None
+
+# -- --help --------------------------------------------------------------------------------------------
+
+def help_groups(*, _root_) -> str:
+    """The groups of ``--help`` with their choices, this command's in brackets (a resolver of
+    conf/config.yaml's hydra.help.template); internal groups and Hydra's own are left out, but for
+    the launchers."""
+    choices = _root_.hydra.runtime.choices
+    groups = [g for g in config_loader().list_groups("") if g not in (*INTERNAL_GROUPS, "hydra")]
+    lines = []
+    for group in [*groups, "hydra/launcher"]:
+        items = ", ".join(f"[{c}]" if c == choices.get(group) else c for c in group_choices(group))
+        lines += textwrap.wrap(f"{group}: {items}", width=100, initial_indent="  ", subsequent_indent="      ")
+    return "\n".join(lines).replace("$", "$$")  # the template is a string.Template next
+
+
+def help_keys(*, _root_) -> str:
+    """The top-level keys of ``--help`` with this command's values (a resolver like help_groups)."""
+    from omegaconf import Container
+
+    # Key by key: resolving the whole root would resolve the help template that calls this.
+    values = {k: _root_[k] for k in _root_ if k != "hydra" and not isinstance(_root_[k], Container)}
+    text = ", ".join(f"{k}={v if isinstance(v, str) else json.dumps(v)}" for k, v in values.items())  # as typed
+    return "\n".join(textwrap.wrap(text, width=100, initial_indent="  ", subsequent_indent="  ")).replace("$", "$$")
 
 
 def main() -> None:
-    problem = check_group_choices(sys.argv[1:]) or check_override_keys(sys.argv[1:])
-    if problem:
-        print(f"error: {problem}", file=sys.stderr)
-        sys.exit(EXIT_USER_ERROR)
-
     import hydra
     from omegaconf import DictConfig, OmegaConf
 
     from suite.errors import USER_ERRORS
 
-    @hydra.main(config_path=str(CONF_DIR), config_name="config", version_base="1.3")
+    argv = sys.argv[1:]
+    problem = check_group_choices(argv)
+    if problem:
+        print(f"error: {problem}", file=sys.stderr)
+        sys.exit(EXIT_USER_ERROR)
+    from hydra._internal.utils import get_args_parser
+
+    args = get_args_parser().parse_args(argv)
+    if args.help or args.cfg:  # only then: Hydra hands resolvers to a sweep's workers, which cannot load __main__'s
+        OmegaConf.register_new_resolver("suite_help_groups", help_groups, replace=True)
+        OmegaConf.register_new_resolver("suite_help_keys", help_keys, replace=True)
+
+    @hydra.main(config_path=str(CONF_DIR), config_name=CONFIG_NAME, version_base="1.3")
     def job(cfg: DictConfig) -> None:
         from hydra.core.hydra_config import HydraConfig
         from hydra.types import RunMode
@@ -145,7 +245,8 @@ def main() -> None:
             # A sweep resumes (finished jobs are skipped); a single command always runs.
             outcome = run_protocol(config, resume=sweeping)
         except USER_ERRORS as exc:
-            print(f"error: {exc}", file=sys.stderr)
+            for line in str(exc).splitlines():  # one line per mistake
+                print(f"error: {line}", file=sys.stderr)
             if sweeping:
                 return  # this job is refused; the sweep goes on
             sys.exit(EXIT_USER_ERROR)
@@ -155,10 +256,17 @@ def main() -> None:
             sys.exit(1)
 
     try:
-        job()
+        with hydra_raises():
+            job()
     except KeyboardInterrupt:  # outside the train loop (loading data, writing): no record was written
         print("interrupted: no record written", file=sys.stderr)
         sys.exit(EXIT_INTERRUPTED)
+    except Exception as exc:
+        problem = explain(exc, argv)
+        if problem is None:
+            raise
+        print(f"error: {problem}", file=sys.stderr)
+        sys.exit(EXIT_USER_ERROR)
 
 
 if __name__ == "__main__":

@@ -117,6 +117,7 @@ class Method(TypedDict):
     name: Name  # the method registry (methods.get) names the valid ones
     impl: Name  # the method checks it against its implementations
     options: Annotated[dict[str, Any], rule("be a mapping of the method's options")]
+    version: NotRequired[Count]  # the method's code version, written in by run() (a record's config has it)
 
 
 @with_config(OPEN)

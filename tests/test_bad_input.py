@@ -23,9 +23,9 @@ from hypothesis import strategies as st
 
 from suite import records
 from suite.__main__ import main
+from suite.config import validate
 from suite.errors import ConfigError
-from suite.model import check_model_config
-from suite.modes.train.job import check_budget
+from tests.test_config import composed
 
 REPO = Path(__file__).resolve().parent.parent
 FAST = ("task=mqar", "task.vocab_size=128")
@@ -38,7 +38,9 @@ def cli(monkeypatch, capsys, tmp_path, data_dir):
     monkeypatch.delenv("HYDRA_FULL_ERROR", raising=False)
 
     def call(*args: str, data: Path = data_dir) -> tuple[int, str]:
-        argv = ["suite", "budget=smoke", f"data_dir={data}", f"results_dir={tmp_path / 'results'}", *args]
+        flags = [a for a in args if a.startswith("-")]  # Hydra's flags come before the overrides
+        argv = ["suite", *flags, "budget=smoke", f"data_dir={data}", f"results_dir={tmp_path / 'results'}",
+                *(a for a in args if not a.startswith("-"))]
         monkeypatch.setattr(sys, "argv", argv)
         GlobalHydra.instance().clear()
         capsys.readouterr()
@@ -60,7 +62,15 @@ BAD_INPUT = [
     # unknown choices the CLI tests do not try (tests/test_cli.py: method, task, budget, mode)
     (("model=huge",), "unknown model 'huge'; valid models: hybrid, paper, shortconv, small, smoke"),
     (("logger=tensorboard",), "unknown logger 'tensorboard'; valid loggers: none, wandb"),
-    (("experiment=lra_nope",), "unknown experiment 'lra_nope'; valid experiments: leaderboard_cpu, "),
+    (("experiment=lra_nope",), "unknown experiment 'lra_nope'; did you mean 'lra_listops'? valid experiments: "
+                               "leaderboard_cpu, "),
+    # a choice close to a valid one gets the hint misspelled keys get, in a sweep's list too
+    (("method=favour",), "unknown method 'favour'; did you mean 'favor'? valid methods: favor, linear, loglinear, "
+                         "softmax, taylor"),
+    (("-m", "method=softmax,favour"), "unknown method 'favour'; did you mean 'favor'? valid methods: favor, "),
+    (("task=mqr",), "unknown task 'mqr'; did you mean 'mqar'? valid tasks: genomic_benchmarks, "),
+    (("point=cpu_mqar_64x5",), "unknown point 'cpu_mqar_64x5'; did you mean 'cpu_mqar_64x4'? valid points: "),
+    (("+state_size=favor_m46",), "unknown state_size 'favor_m46'; did you mean 'favor_m64'? valid state_sizes: "),
     (("method=linear", "method.impl=cuda"),
      "unknown impl 'cuda' for method 'linear'; valid: auto, naive, chunk, triton"),
     (("device=gpu",), "unknown device 'gpu'; valid: auto, cpu, cuda"),
@@ -68,6 +78,7 @@ BAD_INPUT = [
     (("budgte.max_steps=3",), "unknown config key 'budgte.max_steps'; did you mean 'budget.max_steps'?"),
     (("budget.max_step=3",), "unknown config key 'budget.max_step'; did you mean 'budget.max_steps'?"),
     (("sead=1",), "unknown config key 'sead'; did you mean 'seed'?"),
+    (("+budget.max_step=3",), "unknown config key 'budget.max_step'; did you mean 'budget.max_steps'?"),
     (("task.vocab=64",), "unknown config key 'task.vocab'; did you mean 'task.vocab_size'?"),
     (("task=listops", "task.vocab_size=64"), "unknown config key 'task.vocab_size'; valid keys of task: name, "),
     (("method=favor", "method.options.num_feature=8"), "did you mean 'method.options.num_features'?"),
@@ -88,6 +99,15 @@ BAD_INPUT = [
     (("model.dropout=1.5",), "model.dropout must be a number in [0, 1), got 1.5"),
     (("model.dropout=high",), "model.dropout must be a number in [0, 1), got 'high'"),
     (("memory_cap_bytes=0",), "memory_cap_bytes must be a positive integer (bytes) or null, got 0"),
+    (("cpu_threads=0",), "cpu_threads must be a positive integer or null, got 0"),
+    (("budget.lr=1e-3x",), "budget.lr must be a finite number > 0, got '1e-3x'"),
+    (("budget.target_val_accuracy=1.5",), "budget.target_val_accuracy must be a number in (0, 1] or null, got 1.5"),
+    (("protocol=lr_sweep", "protocol.seeds=[0,0]"), "protocol.seeds must be a non-empty list of distinct integers"),
+    (("mode=kernel", "mode.grids.smoke.lengths=[64,0]"),
+     "mode.grids.smoke.lengths must be a non-empty list of positive integers, got [64, 0]"),
+    (("mode=decode", "budget.name=huge"), "mode=decode has no grid for budget 'huge'; valid budgets: smoke, small, paper"),
+    (("budget.max_steps=x",), "budget.max_steps must be a positive integer, got 'x'"),
+    (("budget.max_steps=[1",), "cannot parse the override 'budget.max_steps=[1'"),
     (("seed=abc",), "seed must be an integer, got 'abc'"),
     (("seed=1.5",), "seed must be an integer, got 1.5"),
     (("force=maybe",), "force must be true or false, got 'maybe'"),
@@ -243,18 +263,28 @@ def invalid_budget_keys(budget: dict) -> set[str]:
     return {f"budget.{k}" for k, valid in rules.items() if not valid(budget[k])}
 
 
+def refusal(config: dict) -> set[str] | None:
+    """The lines of the schema's refusal of ``config``, or None when it accepts it."""
+    try:
+        validate(config)
+    except ConfigError as exc:
+        return set(str(exc).splitlines())
+    return None
+
+
 @settings(max_examples=300, deadline=None)
 @given(changes=st.dictionaries(st.sampled_from([*MODEL, "seq_len"]), any_value, max_size=3))
 def test_model_config_is_accepted_or_refused_naming_the_key(changes):
     model = {**MODEL, **{k: v for k, v in changes.items() if k != "seq_len"}}
     seq_len = changes.get("seq_len", 64)
     bad = invalid_model_keys(model, seq_len)
-    try:
-        check_model_config(model, seq_len)
-    except ConfigError as exc:
-        assert bad and any(key in str(exc) for key in bad), (str(exc), bad)
+    config = composed("task=mqar")
+    config["model"], config["task"]["seq_len"] = model, seq_len
+    lines = refusal(config)
+    if bad:  # one line per mistake, each naming its key
+        assert lines and all(any(key in line for key in bad) for line in lines), (lines, bad)
     else:
-        assert not bad
+        assert lines is None
 
 
 @settings(max_examples=300, deadline=None)
@@ -262,9 +292,11 @@ def test_model_config_is_accepted_or_refused_naming_the_key(changes):
 def test_budget_is_accepted_or_refused_naming_the_key(changes):
     budget = {**BUDGET, **changes}
     bad = invalid_budget_keys(budget)
-    try:
-        check_budget(budget)
-    except ConfigError as exc:
-        assert bad and any(key in str(exc) for key in bad), (str(exc), bad)
+    config = composed("task=mqar")
+    config["budget"] = budget
+    lines = refusal(config)
+    if bad:
+        assert lines and all(any(key in line for key in bad) for line in lines), (lines, bad)
+        assert all(any(key in line for line in lines) for key in bad)  # every key-wise mistake is said
     else:
-        assert not bad
+        assert lines is None

@@ -125,3 +125,53 @@ def test_record_config_is_the_whole_resolved_config(make_config):
     record = records.read_record(run(config)[0])
     assert set(record["config"]) >= {"method", "task", "model", "budget", "mode", "seed", "device"}
     assert json.dumps(record["config"]["model"], sort_keys=True) == json.dumps(config["model"], sort_keys=True)
+
+
+# -- Hydra's own flags and the project's help ---------------------------------------------------------
+
+def test_hydra_shell_completion_installs(tmp_path, data_dir):
+    done = cli("-sc", "install=bash", data_dir=data_dir, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "hydra_bash_completion" in done.stdout and "complete" in done.stdout
+    assert "error" not in done.stderr
+
+
+def test_hydra_cfg_and_info_flags_print_and_run_nothing(tmp_path, data_dir):
+    shown = cli("--cfg", "job", "method=favor", "budget.max_steps=5", f"results_dir={tmp_path / 'r'}",
+                data_dir=data_dir, cwd=tmp_path)
+    assert shown.returncode == 0, shown.stderr[-2000:]
+    assert "name: favor" in shown.stdout and "max_steps: 5" in shown.stdout
+    info = cli("--info", "defaults", "point=cpu_mqar_64x4", data_dir=data_dir, cwd=tmp_path)
+    assert info.returncode == 0 and "point/cpu_mqar_64x4" in info.stdout, info.stderr[-2000:]
+    assert not (tmp_path / "r").exists()
+
+
+def test_help_is_the_projects_own_with_every_group_and_its_choices(tmp_path, data_dir):
+    done = cli("method=favor", "--help", data_dir=data_dir, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-2000:]
+    text = done.stdout
+    assert text.startswith("attention-suite: ") and "A run is one job" in text
+    assert "Powered by Hydra" not in text and "== Configuration groups ==" not in text  # not Hydra's generic help
+    listing = {line.split(":")[0].strip(): line for line in text.splitlines() if line.startswith("  ") and ": " in line}
+    internal = ("tuning", "state_size")
+    groups = sorted(p.name for p in (REPO / "conf").iterdir() if p.is_dir() and p.name not in (*internal, "hydra"))
+    for group in [*groups, "hydra/launcher"]:
+        assert group in listing, group
+        folder = REPO / "conf" / group
+        for choice in (p.stem for p in folder.glob("*.yaml")):
+            assert choice in text, (group, choice)
+    assert "[favor]" in listing["method"] and "[softmax]" not in listing["method"]  # this command's choice
+    assert not any(name in listing for name in (*internal, "hydra/sweeper", "hydra/job_logging", "hydra/help"))
+    examples = text.split("Examples:")[1].split("\n\n")[0].strip().splitlines()
+    assert len(examples) == 3 and all(line.strip().startswith("python -m suite ") for line in examples)
+    assert "seed=0" in text and "device=auto" in text  # the top-level keys with their values
+
+
+def test_a_failed_job_in_a_sweep_keeps_the_sweep_going_and_a_mistake_in_it_is_one_line(tmp_path, data_dir):
+    results = tmp_path / "results"
+    done = cli("-m", "method=softmax,linear", "task=mqar", "task.vocab_size=128", "budget=smoke",
+               "budget.max_steps=0", f"results_dir={results}", data_dir=data_dir, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-2000:]  # each job refused, the sweep goes on (as before)
+    refused = [line for line in done.stderr.splitlines() if line.startswith("error: ")]
+    assert refused == ["error: budget.max_steps must be a positive integer, got 0"] * 2
+    assert not results.exists() or not any(results.rglob("*.json"))
