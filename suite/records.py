@@ -34,6 +34,8 @@ NON_DEFINING_KEYS = frozenset({"results_dir", "data_dir", "hydra", "logger", "fo
                                "resume"})
 # How often a run saves a checkpoint does not change its result either (a resumed run ends the same).
 NON_DEFINING_BUDGET_KEYS = frozenset({"checkpoint_every"})
+# A model's name labels its sizes, which are all in the block: two models of the same sizes compute the same.
+NON_DEFINING_MODEL_KEYS = frozenset({"name"})
 # Keys added to the config after records were published, each with the value that computes what a
 # config without the key computed: a config holding that value hashes as one that lacks the key, so
 # a new key never makes a finished run look unfinished. (A key whose value is null is never hashed
@@ -91,6 +93,12 @@ def defining_config(config: Mapping) -> dict:
     defining = {k: v for k, v in config.items() if k not in NON_DEFINING_KEYS}
     if isinstance(defining.get("budget"), Mapping):
         defining["budget"] = {k: v for k, v in defining["budget"].items() if k not in NON_DEFINING_BUDGET_KEYS}
+    if isinstance(defining.get("model"), Mapping):
+        defining["model"] = {k: v for k, v in defining["model"].items() if k not in NON_DEFINING_MODEL_KEYS}
+    mode, budget = defining.get("mode"), defining.get("budget")
+    if isinstance(mode, Mapping) and isinstance(mode.get("grids"), Mapping) and isinstance(budget, Mapping):
+        # A mode reads the grid of the run's budget only: another budget's grid changing changes nothing.
+        defining["mode"] = {**mode, "grids": {k: v for k, v in mode["grids"].items() if k == budget.get("name")}}
     return _without_neutral(defining)
 
 

@@ -162,18 +162,62 @@ def plots_beside(model: Record, path: Path) -> tuple[str, ...]:
     )
 
 
+# What a reproduce command sets: the config groups by name, then every value of these blocks (the
+# groups' own and whatever the run overrode: a learning rate, a board point's sizes, method options),
+# then the top-level keys that define a run. Paths, logging and scheduling are the user's own.
+REPRODUCED_GROUPS = ("mode", "method", "task", "budget", "model")
+REPRODUCED_KEYS = ("seed", "device", "memory_cap_bytes")
+NOT_REPRODUCED = {("method", "version")}  # the code's, not the user's: the harness sets it
+
+
+def override_value(value: Any) -> str:
+    """``value`` in Hydra's override grammar: null, true/false, numbers, [lists], quoted strings."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return repr(value)
+    if isinstance(value, (list, tuple)):
+        return "[" + ",".join(override_value(v) for v in value) + "]"
+    text = str(value)
+    if re.fullmatch(r"[A-Za-z_][\w.\-/]*", text) and text not in ("null", "true", "false"):
+        return text
+    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def leaf_overrides(block: Any, prefix: tuple[str, ...]) -> list[str]:
+    """``key=value`` for every leaf under ``block`` (dicts are descended, lists are values)."""
+    if isinstance(block, dict):
+        found = []
+        for key, value in block.items():
+            found += leaf_overrides(value, (*prefix, str(key)))
+        return found
+    if prefix in NOT_REPRODUCED or prefix[-1] == "name" and len(prefix) == 2:
+        return []
+    return [f"{'.'.join(prefix)}={override_value(block)}"]
+
+
 def reproduce_command(run: Run) -> str:
-    """The command line that reruns this record's config (its groups, seed and device)."""
-    config = run.model.config
+    """The command line that reruns this record's config exactly: its groups by name, then every
+    value of those groups as recorded (overrides included), then seed, device and memory cap. A
+    mode's grids are reproduced for the record's budget only (the one the run read)."""
+    config = run.record["config"]
     parts = ["python", "-m", "suite"]
-    for group in ("mode", "method", "task", "budget"):
-        block = getattr(config, group)
-        if block is not None and block.name is not None:
-            parts.append(f"{group}={block.name}")
-    if config.method is not None and config.method.impl not in (None, "auto"):
-        parts.append(f"method.impl={config.method.impl}")
-    if config.seed is not None:
-        parts.append(f"seed={config.seed}")
-    if run.model.env.device in ("cpu", "cuda"):
-        parts.append(f"device={run.model.env.device}")
+    for group in REPRODUCED_GROUPS:
+        block = config.get(group)
+        if isinstance(block, dict) and block.get("name") is not None:
+            parts.append(f"{group}={block['name']}")
+    for group in REPRODUCED_GROUPS:
+        block = config.get(group)
+        if not isinstance(block, dict):
+            continue
+        if group == "mode" and isinstance(block.get("grids"), dict):
+            budget = (config.get("budget") or {}).get("name")
+            block = {**block, "grids": {k: v for k, v in block["grids"].items() if k == budget}}
+        parts += leaf_overrides(block, (group,))
+    for key in REPRODUCED_KEYS:
+        if key in config:
+            value = run.model.env.device if key == "device" and run.model.env.device in ("cpu", "cuda") else config[key]
+            parts.append(f"{key}={override_value(value)}")
     return " ".join(shlex.quote(str(p)) for p in parts)

@@ -1,0 +1,61 @@
+"""The run page's command reproduces a record's run exactly: composed, it gives the config the
+record holds (the same config hash under today's rule), for every record committed under results/,
+and a committed record's config reruns at its budget."""
+
+from __future__ import annotations
+
+import shlex
+from pathlib import Path
+
+import pytest
+from hydra import compose, initialize_config_dir
+from omegaconf import OmegaConf
+
+from suite import records
+from suite.site.runs import load_runs, reproduce_command
+
+REPO = Path(__file__).resolve().parents[1]
+CONF_DIR = REPO / "conf"
+COMMITTED = sorted(load_runs(REPO / "results")[0], key=lambda r: str(r.source))
+
+
+def composed(command: str, tmp_path: Path) -> dict:
+    """The config ``command`` composes (its overrides after ``python -m suite``)."""
+    overrides = shlex.split(command)[3:]
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        config = compose("config", overrides=[*overrides, f"results_dir={tmp_path}"])
+    return OmegaConf.to_container(config, resolve=True)
+
+
+def test_every_committed_record_is_on_the_list():
+    assert len(COMMITTED) >= 150 and {r.kind for r in COMMITTED} == {"train", "kernel", "fidelity", "decode"}
+
+
+@pytest.mark.parametrize("run", COMMITTED, ids=lambda r: str(r.source))
+def test_the_reproduce_command_composes_the_recorded_config(run, tmp_path):
+    config = composed(reproduce_command(run), tmp_path)
+    assert records.config_hash(config, run.model.env.device) == records.record_config_hash(run.record)
+
+
+def test_options_and_overrides_are_in_the_command():
+    run = next(r for r in COMMITTED if r.kind == "train" and r.record["config"]["model"]["d_model"] == 32)
+    command = reproduce_command(run)
+    assert "model.d_model=32" in command and f"budget.lr={run.record['config']['budget']['lr']!r}" in command
+    favor = next(r for r in COMMITTED if r.method == "favor" and r.kind == "train")
+    assert "method.options.redraw_interval=" in reproduce_command(favor)
+
+
+@pytest.mark.slow
+def test_a_committed_record_reruns_at_its_budget(tmp_path, data_dir, monkeypatch):
+    from suite.run import run as run_config
+
+    run = min((r for r in COMMITTED if r.kind == "train" and r.task == "listops_short" and r.method == "softmax"),
+              key=lambda r: r.record["metrics"]["wall_time_s"])
+    config = composed(reproduce_command(run), tmp_path)
+    config["data_dir"] = str(data_dir)
+    path, outcome = run_config(config, resume=False)
+    rerun = records.read_record(path)
+    assert outcome.status == "ok" and records.record_config_hash(rerun) == records.record_config_hash(run.record)
+    # The same computation on the same kind of machine: the accuracies of a deterministic CPU run,
+    # up to the float reassociation of code changed since (the record's git commit says which).
+    assert rerun["metrics"]["test_accuracy"] == pytest.approx(run.record["metrics"]["test_accuracy"], abs=0.03)
