@@ -16,6 +16,7 @@ cd "$(dirname "$0")/.."
 REQUIREMENTS=(
   "hydra-core==1.3.2" "omegaconf>=2.3,<2.4" "antlr4-python3-runtime==4.9.3" "pyyaml>=6"
   "datasets>=2.19,<6" "huggingface_hub>=0.23,<3" "pyarrow>=12" "pillow>=10,<14" "numpy>=1.24" "tqdm>=4.66"
+  "pydantic>=2.7,<3" "typing_extensions>=4.6" "jinja2>=3.1,<4" "altair>=6.3,<7" "vl-convert-python>=1.9,<2"
   "fla-core==0.6.0" "einops"
 )
 PYTHON="${PYTHON:-python3}"
