@@ -12,6 +12,7 @@ from pathlib import Path
 
 import methods
 from suite import scaling
+from suite.__main__ import CONF_DIR as CONF
 
 GOAL_LENGTH = 8192
 LENGTHS = (2048, 4096, 8192)
@@ -22,7 +23,6 @@ BOARD_SHAPE = {"batch": 64, "heads": 1, "head_dim": 64, "value_dim": 64}
 BOARD_LENGTHS = (64, 128, 256)
 FAST_PATH = {"softmax": "sdpa", "linear": "chunk", "favor": "chunk", "taylor": "chunk", "loglinear": "chunk"}
 MATMUL_GOAL = 0.5
-CONF = Path(__file__).resolve().parents[1] / "conf"
 
 
 def method_options(name: str) -> dict:
