@@ -8,8 +8,6 @@ made of, and the board's training shapes (MQAR, one head of 64, batch 64)."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import methods
 from suite import scaling
 from suite.__main__ import CONF_DIR as CONF
@@ -56,7 +54,8 @@ def goal_lines(medians: dict[tuple, float]) -> list[str]:
         points = sorted((n, t) for (m, n), t in module.items() if m == method)
         value = scaling.slope_between([n for n, _ in points], [t for _, t in points], LENGTHS[0], LENGTHS[-1])
         if value is not None:
-            lines.append(f"{method} chunk slope {LENGTHS[0] // 1024}K..{LENGTHS[-1] // 1024}K: {value:.2f} (goal <= {goal})")
+            lines.append(f"{method} chunk slope {LENGTHS[0] // 1024}K..{LENGTHS[-1] // 1024}K: {value:.2f} "
+                         f"(goal <= {goal})")
     loglinear = module.get(("loglinear", GOAL_LENGTH))
     if linear and loglinear:
         lines.append(f"loglinear / linear chunk at N={GOAL_LENGTH}: {loglinear / linear:.2f}x (goal <= 2.5x)")

@@ -41,8 +41,8 @@ def installed(tmp_path_factory) -> Path:
         [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], text=True).strip())
     ours = {sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]}
     (site_packages / "dependencies.pth").write_text("\n".join(sorted(ours)) + "\n")
-    done = subprocess.run([sys.executable, "-m", "pip", "--python", str(python), "install", "--no-deps", "--ignore-installed", "-q",
-                           str(wheel)], capture_output=True, text=True, timeout=300)
+    done = subprocess.run([sys.executable, "-m", "pip", "--python", str(python), "install", "--no-deps",
+                           "--ignore-installed", "-q", str(wheel)], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     return environment
 

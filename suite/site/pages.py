@@ -17,8 +17,20 @@ import jinja2
 from suite import modes
 from suite.metrics import Metric, declared, format_value
 from suite.site import reference
-from suite.site.board import (ACCURACY, CLEAR_RULE, LRA_RULE, LRA_TASKS, TEST_BUDGETS, VERDICTS, Cell, Column,
-                              ReferenceRow, Row, column_baselines, format_lr)
+from suite.site.board import (
+    ACCURACY,
+    CLEAR_RULE,
+    LRA_RULE,
+    LRA_TASKS,
+    TEST_BUDGETS,
+    VERDICTS,
+    Cell,
+    Column,
+    ReferenceRow,
+    Row,
+    column_baselines,
+    format_lr,
+)
 from suite.site.figures import FIDELITY_FEATURES, FidelityHeadline, Figure
 from suite.site.render import BUNDLE
 from suite.site.runs import Run, declared_metrics, number, reproduce_command
