@@ -8,10 +8,9 @@ made of, and the board's training shapes (MQAR, one head of 64, batch 64)."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import methods
 from suite import scaling
+from suite.__main__ import CONF_DIR as CONF
 
 GOAL_LENGTH = 8192
 LENGTHS = (2048, 4096, 8192)
@@ -22,7 +21,6 @@ BOARD_SHAPE = {"batch": 64, "heads": 1, "head_dim": 64, "value_dim": 64}
 BOARD_LENGTHS = (64, 128, 256)
 FAST_PATH = {"softmax": "sdpa", "linear": "chunk", "favor": "chunk", "taylor": "chunk", "loglinear": "chunk"}
 MATMUL_GOAL = 0.5
-CONF = Path(__file__).resolve().parents[1] / "conf"
 
 
 def method_options(name: str) -> dict:
@@ -56,7 +54,8 @@ def goal_lines(medians: dict[tuple, float]) -> list[str]:
         points = sorted((n, t) for (m, n), t in module.items() if m == method)
         value = scaling.slope_between([n for n, _ in points], [t for _, t in points], LENGTHS[0], LENGTHS[-1])
         if value is not None:
-            lines.append(f"{method} chunk slope {LENGTHS[0] // 1024}K..{LENGTHS[-1] // 1024}K: {value:.2f} (goal <= {goal})")
+            lines.append(f"{method} chunk slope {LENGTHS[0] // 1024}K..{LENGTHS[-1] // 1024}K: {value:.2f} "
+                         f"(goal <= {goal})")
     loglinear = module.get(("loglinear", GOAL_LENGTH))
     if linear and loglinear:
         lines.append(f"loglinear / linear chunk at N={GOAL_LENGTH}: {loglinear / linear:.2f}x (goal <= 2.5x)")

@@ -24,7 +24,8 @@ def synchronize() -> None:
 def inputs(shape: dict, n: int, seed: int = 0) -> tuple[torch.Tensor, ...]:
     """q, k, v (leaves requiring grad) and the output gradient."""
     generator = torch.Generator(device=DEVICE).manual_seed(seed + n)
-    sizes = [(shape["batch"], shape["heads"], n, shape[key]) for key in ("head_dim", "head_dim", "value_dim", "value_dim")]
+    sizes = [(shape["batch"], shape["heads"], n, shape[key])
+             for key in ("head_dim", "head_dim", "value_dim", "value_dim")]
     q, k, v, grad_out = (torch.randn(s, generator=generator, device=DEVICE, dtype=DTYPE) for s in sizes)
     return q.requires_grad_(), k.requires_grad_(), v.requires_grad_(), grad_out
 
@@ -109,8 +110,9 @@ def test_board_attention(benchmark, keep_median, method, n):
 def test_board_training_step(benchmark, keep_median, method, n):
     """One AdamW step of the board's MQAR model (model=hybrid: a gated convolution, then the method
     in one head of 64; batch 64, vocabulary 512) on the CPU board's data."""
-    import yaml
     from types import SimpleNamespace
+
+    import yaml
 
     from suite.model import build_model, token_loss
     from tasks.recall.mqar import make

@@ -17,7 +17,6 @@ from typing import Any, ClassVar
 import torch
 from torch import nn
 
-
 FEATURE_KINDS = ("query", "key")
 
 

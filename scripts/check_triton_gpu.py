@@ -57,7 +57,8 @@ class Case:
 
     @property
     def name(self) -> str:
-        return f"{self.label} {DTYPE_NAMES[self.dtype]} {'causal' if self.causal else 'full'} {'x'.join(map(str, self.shape))}"
+        return (f"{self.label} {DTYPE_NAMES[self.dtype]} {'causal' if self.causal else 'full'} "
+                f"{'x'.join(map(str, self.shape))}")
 
 
 def triton_methods(only: list[str] | None = None) -> list[str]:
@@ -128,7 +129,8 @@ def main() -> int:
         device = "cpu"
     else:
         if not torch.cuda.is_available():
-            print("no CUDA: nothing to check here (this script runs the Triton kernels on a GPU; --smoke runs them interpreted)")
+            print("no CUDA: nothing to check here (this script runs the Triton kernels on a GPU; "
+                  "--smoke runs them interpreted)")
             return 0
         # The point is the compiled kernels; an interpreted run would take hours at these sizes.
         os.environ.pop("TRITON_INTERPRET", None)

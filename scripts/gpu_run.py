@@ -17,8 +17,9 @@ Stages, each given a share of ``--budget-s`` (default 8 minutes; time one stage 
    kind=train records go to ``--results-dir``.
 
 Writes ``<out>/gpu_run.json`` (the GPU's properties, the environment, every check, timed point and
-training run, with the paths of the records) and ``<out>/summary.txt``, and prints that summary table. Exits 1 when a check fails
-or a stage errs, 0 otherwise; without CUDA (and without --dry-run) it says so and exits 0.
+training run, with the paths of the records) and ``<out>/summary.txt``, and prints that summary
+table. Exits 1 when a check fails or a stage errs, 0 otherwise; without CUDA (and without
+--dry-run) it says so and exits 0.
 """
 
 from __future__ import annotations
@@ -74,6 +75,7 @@ def run_timings(device: str, dry_run: bool, deadline: float, results_dir: Path) 
     """The suite's kernel sweep of every method on gpu_kernel_bench.py's run grid (one kind=kernel
     record each, in ``results_dir``); one row per measured point."""
     import gpu_kernel_bench
+
     import methods
     from suite.records import read_record
 
@@ -82,7 +84,8 @@ def run_timings(device: str, dry_run: bool, deadline: float, results_dir: Path) 
         if time.perf_counter() > deadline:
             rows.append({"method": method, "impl": None, "status": "skipped", "reason": "out of time for this stage"})
             continue
-        status, path = gpu_kernel_bench.run_method(method, "dry_run" if dry_run else "gpu_run", device, str(results_dir))
+        status, path = gpu_kernel_bench.run_method(method, "dry_run" if dry_run else "gpu_run", device,
+                                                   str(results_dir))
         for point in read_record(path)["metrics"]["points"]:
             rows.append({"method": method, "record": str(path), **{k: point.get(k) for k in (
                 "impl", "source", "length", "dtype", "status", "reason", "fwd_median_s", "fwdbwd_median_s",
@@ -151,7 +154,8 @@ def summary(report: dict) -> str:
         best = min(own, key=lambda r: r["fwdbwd_median_s"], default=None)
         sdpa = next((r for r in at if r["impl"] == "sdpa"), None)
         fla = min((r for r in at if r["impl"].startswith("fla")), key=lambda r: r["fwdbwd_median_s"], default=None)
-        ratio = lambda peer: f"{peer['fwdbwd_median_s'] / best['fwdbwd_median_s']:.2f}" if peer and best else "-"  # noqa: E731
+        def ratio(peer: dict | None, best: dict | None = best) -> str:  # this row's best, bound now
+            return f"{peer['fwdbwd_median_s'] / best['fwdbwd_median_s']:.2f}" if peer and best else "-"
         train = next((r for r in report["training"] if r["method"] == method), {})
         acc = f"{train['test_accuracy']:.3f}" if train.get("test_accuracy") is not None else "-"
         step = f"{train['median_step_time_s'] * 1e3:.1f}" if train.get("median_step_time_s") else "-"

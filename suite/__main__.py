@@ -22,7 +22,7 @@ from contextlib import contextmanager
 from functools import cache
 from pathlib import Path
 
-CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
+CONF_DIR = Path(__file__).resolve().parent / "conf"  # package data; conf/ at the root links here
 CONFIG_NAME = "config"
 # Groups the config picks by itself (tuning: <task>_<budget>) or that only presets sweep
 # (state_size: experiment=recall_state_cpu): not advertised in --help, still checked.

@@ -3,14 +3,12 @@ CPU thread count, and the run's peak memory. No Hydra, wandb or datasets here (t
 
 from __future__ import annotations
 
+import resource
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-import resource
-
 import torch
-
 
 # The dtypes a config may name (mode grids), by name.
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}

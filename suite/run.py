@@ -2,8 +2,8 @@
 job, write the record, print the job's summary and where the record went.
 
 A mode is a package under suite/modes/ (see suite.modes) whose job module has ``job(config, device)
--> JobResult`` and ``summary(record) -> str``; each mode also has ``conf/mode/<name>.yaml``. This module imports no Hydra, so
-a job can run from a plain dict (e.g. on a GPU host without hydra-core).
+-> JobResult`` and ``summary(record) -> str``; each mode also has ``conf/mode/<name>.yaml``. This
+module imports no Hydra, so a job can run from a plain dict (e.g. on a GPU host without hydra-core).
 """
 
 from __future__ import annotations

@@ -16,8 +16,8 @@ import methods
 from methods.base import MethodError
 from methods.softmax.cache import held
 from suite import records
-from suite.modes.decode import job as decode
 from suite.errors import ConfigError
+from suite.modes.decode import job as decode
 from suite.run import run
 from tests.utils import assert_close
 

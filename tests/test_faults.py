@@ -22,8 +22,8 @@ import pytest
 from hydra.core.global_hydra import GlobalHydra
 
 import suite.logger
-import suite.records
 import suite.modes.train.job
+import suite.records
 from suite import records
 from suite.__main__ import main as cli_main
 from suite.errors import ConfigError

@@ -18,11 +18,11 @@ import torch
 import triton.language as tl  # a test dependency: fail, do not skip, when it is missing
 from triton.runtime.jit import JITFunction
 
-from methods.base import MethodError
 from methods._featuremap import triton_kernels
 from methods._featuremap.common import DENOMINATOR_EPS
 from methods._featuremap.naive import feature_attention
 from methods._featuremap.triton import feature_attention_triton
+from methods.base import MethodError
 from tests.utils import assert_close
 
 INTERPRET = os.environ["TRITON_INTERPRET"] == "1"
@@ -117,7 +117,8 @@ def test_float16_inputs():
 
 def test_strided_inputs():
     # (B, N, H, dim) memory seen as (B, H, N, dim), as a model's projection gives it.
-    check_against_naive(20, 12, 8, torch.float32, causal=True, layout=lambda t: t.transpose(1, 2).contiguous().transpose(1, 2))
+    check_against_naive(20, 12, 8, torch.float32, causal=True,
+                        layout=lambda t: t.transpose(1, 2).contiguous().transpose(1, 2))
 
 
 @pytest.mark.slow

@@ -13,9 +13,9 @@ import methods
 from methods.base import AttentionMethod
 from methods.registry import REGISTRY
 from suite import records
+from suite.errors import ConfigError
 from suite.modes.fidelity import capture as fidelity_capture
 from suite.modes.fidelity import job as fidelity
-from suite.errors import ConfigError
 from suite.modes.fidelity.measure import ScaledWeights, method_weights, query_errors, scale_rows, scores
 from suite.run import run
 from tests.test_cli import cli
@@ -29,14 +29,16 @@ def synthetic(std: float, n: int, sequences: int = 2, seed: int = 0) -> dict:
     return fidelity.synthetic_sources(grid, HEAD_DIM, seed, CPU)[0]
 
 
-def measure(method: str, std: float, n: int = 64, queries: int = 32, draws: int = 1, sequences: int = 2, **options) -> dict:
+def measure(method: str, std: float, n: int = 64, queries: int = 32, draws: int = 1, sequences: int = 2,
+            **options) -> dict:
     modules = fidelity.build_modules({"name": method, "options": options}, {}, HEAD_DIM, draws, CPU)
     return fidelity.measure_cell(modules, synthetic(std, n, sequences), n, queries, seed=0)
 
 
 def test_cli_smoke_writes_a_fidelity_record_for_every_cell(tmp_path, data_dir):
     results = tmp_path / "results"
-    done = cli("mode=fidelity", "method=favor", "budget=smoke", f"results_dir={results}", data_dir=data_dir, cwd=tmp_path)
+    done = cli("mode=fidelity", "method=favor", "budget=smoke", f"results_dir={results}", data_dir=data_dir,
+               cwd=tmp_path)
     assert done.returncode == 0, done.stderr[-3000:]
     [path] = list(results.rglob("*.json"))
     record = records.read_record(path)
@@ -91,14 +93,16 @@ def test_favor_denominator_error_falls_as_inverse_sqrt_of_features():
 
 
 @pytest.mark.parametrize("method, std, options", [
-    ("favor", 1.0, {"num_features": 32}), ("favor", 3.0, {"num_features": 64}), ("taylor", 2.0, {}), ("linear", 1.0, {}),
+    ("favor", 1.0, {"num_features": 32}), ("favor", 3.0, {"num_features": 64}), ("taylor", 2.0, {}),
+    ("linear", 1.0, {}),
 ])
 def test_decomposition_parts_bound_the_total(method, std, options):
     # o^ - o = (N^ - N)/(D^+eps) + o (D/(D^+eps) - 1): the total lies within the triangle bounds of its parts.
     source = synthetic(std, 64)
     module = methods.build(method, head_dim=HEAD_DIM, impl="naive", **options)
     index = torch.arange(64)
-    errors = query_errors(scores(source["q"], source["k"]), source["v"], method_weights(module, source["q"], source["k"], index))
+    errors = query_errors(scores(source["q"], source["k"]), source["v"],
+                          method_weights(module, source["q"], source["k"], index))
     numerator_part = errors["output_rel_error_approx_numerator"] / errors["denominator_ratio"]
     denominator_part = errors["output_rel_error_approx_denominator"]
     total = errors["output_rel_error"]
@@ -123,7 +127,8 @@ def loglinear_with_unequal_levels() -> nn.Module:
 def test_weights_give_each_methods_own_output(name):
     source = synthetic(1.0, 48)
     q, k, v = source["q"], source["k"], source["v"]
-    module = loglinear_with_unequal_levels() if name == "loglinear" else methods.build(name, head_dim=HEAD_DIM, impl="naive")
+    module = (loglinear_with_unequal_levels() if name == "loglinear"
+              else methods.build(name, head_dim=HEAD_DIM, impl="naive"))
     exact = torch.softmax(scores(q, k), -1) @ v.double()
     own = module(q, k, v, causal=False).double()
     expected = (own - exact).norm(dim=-1) / exact.norm(dim=-1)
@@ -158,12 +163,14 @@ def test_underflowed_weights_count_and_give_a_zero_output():
                           scale_rows(torch.zeros(1, 3, 5), eps=1e-6))
     assert errors["underflow"].all() and not errors["overflow"].any()
     assert torch.allclose(errors["denominator_rel_error"], torch.ones(1, 3, dtype=torch.float64), atol=1e-9)
-    assert torch.allclose(errors["output_rel_error"], torch.ones(1, 3, dtype=torch.float64))  # N^ = 0: the method outputs 0
+    # N^ = 0: the method outputs 0
+    assert torch.allclose(errors["output_rel_error"], torch.ones(1, 3, dtype=torch.float64))
 
 
 def test_denominators_beyond_float64_exp_are_compared_in_log_space():
     s = torch.tensor([[[800.0, 799.0]]], dtype=torch.float64)  # exp(800) overflows float64
-    weights = ScaledWeights(torch.tensor([[[1.0, math.exp(-1.0)]]], dtype=torch.float64), torch.tensor([[800.0 + math.log(1.1)]], dtype=torch.float64))
+    weights = ScaledWeights(torch.tensor([[[1.0, math.exp(-1.0)]]], dtype=torch.float64),
+                            torch.tensor([[800.0 + math.log(1.1)]], dtype=torch.float64))
     errors = query_errors(s, torch.ones(1, 2, 3), weights)
     assert not errors["overflow"].any()
     assert errors["denominator_rel_error"].item() == pytest.approx(0.1, rel=1e-9)
@@ -171,7 +178,8 @@ def test_denominators_beyond_float64_exp_are_compared_in_log_space():
 
 @pytest.mark.parametrize("override, named", [
     ("mode.grids.smoke.d_phi=[]", "mode.grids.smoke.d_phi must be a non-empty list of positive integers, got []"),
-    ("mode.grids.smoke.d_phi=[8,-4]", "mode.grids.smoke.d_phi must be a non-empty list of positive integers, got [8, -4]"),
+    ("mode.grids.smoke.d_phi=[8,-4]",
+     "mode.grids.smoke.d_phi must be a non-empty list of positive integers, got [8, -4]"),
     ("mode.grids.smoke.seq_lens=[]", "mode.grids.smoke.seq_lens must be a non-empty list of positive integers, got []"),
     ("mode.grids.smoke.seq_lens=[0,32]", "mode.grids.smoke.seq_lens must be a non-empty list of positive integers"),
     ("mode.grids.smoke.queries=0", "mode.grids.smoke.queries must be a positive integer, got 0"),

@@ -144,7 +144,8 @@ def write_fasta(root: Path) -> None:
     root.mkdir(parents=True)
     for split, pairs in (("train", TRAIN), ("test", TEST)):
         # wrapped at 6 bases, as FASTA files often are
-        text = "".join(f">chr2:{100 * i}-{100 * i + 10}|{label}\n{seq[:6]}\n{seq[6:]}\n" for i, (seq, label) in enumerate(pairs))
+        text = "".join(f">chr2:{100 * i}-{100 * i + 10}|{label}\n{seq[:6]}\n{seq[6:]}\n"
+                       for i, (seq, label) in enumerate(pairs))
         (root / f"{split}.fna").write_text(text)
 
 

@@ -14,10 +14,10 @@ import torch
 import yaml
 
 from suite import records, scaling
-from suite.modes.kernel import job as kernel
 from suite.config import validate
 from suite.errors import ConfigError
 from suite.modes.kernel import implementations, measure, sweep
+from suite.modes.kernel import job as kernel
 from suite.run import run
 
 REPO = Path(__file__).resolve().parent.parent
@@ -102,7 +102,8 @@ def test_host_allocation_failures_count_as_oom():
     from suite.run import is_out_of_memory  # the one test of out-of-memory every job uses
 
     assert is_out_of_memory(MemoryError())
-    assert is_out_of_memory(RuntimeError("[enforce fail at alloc_cpu.cpp:117] DefaultCPUAllocator: can't allocate memory"))
+    assert is_out_of_memory(
+        RuntimeError("[enforce fail at alloc_cpu.cpp:117] DefaultCPUAllocator: can't allocate memory"))
     assert not is_out_of_memory(RuntimeError("shape mismatch"))
 
 
@@ -229,8 +230,8 @@ def test_the_kernel_job_runs_without_hydra_wandb_datasets_or_yaml(tmp_path):
     script = BLOCKER + f"""
 import suite.modes.kernel.job, suite.run, suite.records, suite.env, suite.metrics, methods
 from suite.run import run
-grid = {{**suite.modes.kernel.job.PAPER_GRID, "lengths": [32], "head_dims": [8], "dtypes": ["float32"], "causal": [True],
-         "warmup": 1, "repeats": 1, "matmul_size": 64, "cpu_threads": 1}}
+grid = {{**suite.modes.kernel.job.PAPER_GRID, "lengths": [32], "head_dims": [8], "dtypes": ["float32"],
+         "causal": [True], "warmup": 1, "repeats": 1, "matmul_size": 64, "cpu_threads": 1}}
 config = {{"mode": {{"name": "kernel", "grids": {{"paper": grid}}}}, "budget": {{"name": "paper"}},
           "method": {{"name": "linear", "impl": "auto", "options": {{}}}}, "device": "cpu", "seed": 0,
           "results_dir": {str(tmp_path)!r}, "task": {{"name": "attention_op"}}}}

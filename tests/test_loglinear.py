@@ -24,9 +24,11 @@ FP32_TOL = 1e-4
 BF16_TOL = 2e-2
 
 
-def build(impl: str, head_dim: int, decay: bool = True, chunk_size: int = 16, seed: int = 0, **options) -> methods.AttentionMethod:
+def build(impl: str, head_dim: int, decay: bool = True, chunk_size: int = 16, seed: int = 0,
+          **options) -> methods.AttentionMethod:
     """A loglinear module with perturbed parameters, so level weights differ per level and token."""
-    module = methods.build("loglinear", head_dim=head_dim, impl=impl, decay=decay, chunk_size=chunk_size, num_heads=HEADS, **options)
+    module = methods.build("loglinear", head_dim=head_dim, impl=impl, decay=decay, chunk_size=chunk_size,
+                           num_heads=HEADS, **options)
     generator = torch.Generator().manual_seed(seed)
     with torch.no_grad():
         for name, parameter in module.named_parameters():
@@ -344,7 +346,8 @@ def test_fixed_step_is_one_graph_without_host_syncs():
     q, k, v = (t.detach() for t in inputs(9, 16, 8))
     module = build("chunk", 16, decay=True)
     compiled = torch.compile(module.step, fullgraph=True, backend="eager")
-    eager, traced = module.init_state(BATCH, HEADS, 16, 8, max_length=9), module.init_state(BATCH, HEADS, 16, 8, max_length=9)
+    eager, traced = (module.init_state(BATCH, HEADS, 16, 8, max_length=9),
+                     module.init_state(BATCH, HEADS, 16, 8, max_length=9))
     with torch.no_grad():
         for t in range(9):
             expected, eager = module.step(q[:, :, t], k[:, :, t], v[:, :, t], eager)

@@ -123,7 +123,7 @@ def test_text_reads_a_saved_arrow_folder_as_bytes(tmp_path, no_hub_cache):
     assert (data.info.vocab_size, data.info.num_classes, data.info.seq_len) == (257, 2, 8)
     assert len(data.train) == 4 and len(data.val) == len(data.test) == 3
     item = data.train[2]
-    expected = [b + 1 for b in "Très bien!".encode("utf-8")[:8]]  # the two bytes of è count twice
+    expected = [b + 1 for b in "Très bien!".encode()[:8]]  # the two bytes of è count twice
     assert item["input_ids"].dtype == torch.int64 and item["input_ids"].tolist() == expected
     assert item["label"].dtype == torch.int64 and item["label"].ndim == 0 and int(item["label"]) == 1
     assert data.test[2]["input_ids"].tolist() == [ord("o") + 1, ord("k") + 1]
@@ -172,7 +172,8 @@ def test_retrieval_reads_lra_tsvs(tmp_path):
 def test_retrieval_rejects_bad_rows_and_missing_files(tmp_path):
     with pytest.raises(TaskError, match="new_aan_pairs.train.tsv"):
         tasks.load("retrieval", {"name": "retrieval", "seq_len": 4000}, tmp_path)
-    _write_aan(tmp_path / "lra_release" / "tsv_data", {"train": ["1\ta\tb\tonly four"], "eval": ["0\tc\td\tx\ty"], "test": ["0\te\tf\tx\ty"]})
+    _write_aan(tmp_path / "lra_release" / "tsv_data",
+               {"train": ["1\ta\tb\tonly four"], "eval": ["0\tc\td\tx\ty"], "test": ["0\te\tf\tx\ty"]})
     with pytest.raises(TaskError, match=r"train.tsv:1: 4 tab-separated fields"):
         tasks.load("retrieval", {"name": "retrieval", "seq_len": 4000}, tmp_path)
 
@@ -183,7 +184,8 @@ def test_retrieval_rejects_bad_rows_and_missing_files(tmp_path):
 def tf_grey(rgb: np.ndarray) -> np.ndarray:
     """tf.image.rgb_to_grayscale on uint8, step by step: to [0, 1], weigh, times 255.5, truncate."""
     scaled = rgb.astype(np.float32) * np.float32(1 / 255)
-    luma = scaled[..., 0] * np.float32(0.2989) + scaled[..., 1] * np.float32(0.5870) + scaled[..., 2] * np.float32(0.1140)
+    luma = (scaled[..., 0] * np.float32(0.2989) + scaled[..., 1] * np.float32(0.5870)
+            + scaled[..., 2] * np.float32(0.1140))
     return (luma * np.float32(255.5)).astype(np.uint8)
 
 
@@ -191,7 +193,9 @@ def _cifar_folder(path: Path, images: np.ndarray, labels: list[int], encoded: bo
     if encoded:  # the Hub's layout: an Image feature holding PNG bytes
         cells = [{"bytes": png_with_filters(image), "path": None} for image in images]
         feature = {"bytes": datasets.Value("binary"), "path": datasets.Value("string")}
-        split = datasets.Dataset.from_dict({"img": cells, "label": labels}, features=datasets.Features({"img": feature, "label": datasets.Value("int64")}))
+        split = datasets.Dataset.from_dict(
+            {"img": cells, "label": labels},
+            features=datasets.Features({"img": feature, "label": datasets.Value("int64")}))
         split = split.cast_column("img", datasets.Image())
     else:
         split = datasets.Dataset.from_dict({"image": images.tolist(), "label": labels})
@@ -241,7 +245,8 @@ def test_pathfinder_reads_the_release_layout(tmp_path):
     (level / "metadata").mkdir()
     for batch, batch_lines in lines.items():
         (level / "metadata" / f"{batch}.npy").write_text("\n".join(batch_lines) + "\n")
-    data = tasks.load("pathfinder", {"name": "pathfinder", "seq_len": 1024, "resolution": 32, "source": "local"}, tmp_path)
+    data = tasks.load("pathfinder", {"name": "pathfinder", "seq_len": 1024, "resolution": 32, "source": "local"},
+                      tmp_path)
     kept = [i for i in range(11) if i != 4]
     assert (len(data.train), len(data.val), len(data.test)) == (8, 1, 1)  # 80/10/10 in order
     for split, indices in ((data.train, kept[:8]), (data.val, kept[8:9]), (data.test, kept[9:])):
@@ -329,7 +334,8 @@ def test_generated_markers_and_connectivity(resolution, count):
         assert all(len(path) == 3 * g.contour_length - 1 for path in targets)
         # The markers sit at the start of one target and the end of one target, drawn bright.
         origin, terminal = example.marker_paths
-        assert np.allclose(example.markers[0], targets[origin][0]) and np.allclose(example.markers[1], targets[terminal][-1])
+        assert (np.allclose(example.markers[0], targets[origin][0])
+                and np.allclose(example.markers[1], targets[terminal][-1]))
         for marker in example.markers:
             assert example.image[tuple(np.round(marker).astype(int))] >= 200
         # Every paddle is drawn: some pixel next to its midpoint is bright (a thin paddle may

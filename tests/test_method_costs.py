@@ -15,7 +15,8 @@ from methods.base import MethodError
 BATCH, HEADS, DIM, VALUE_DIM = 2, 3, 16, 7  # an odd value dim on purpose
 # Options that change the cost model: taylor's projection, loglinear's decay gates.
 VARIANTS = [(name, {}) for name in methods.available()] + [
-    ("taylor", {"feature_dim": 4}), ("taylor", {"feature_dim": 4, "symmetric_half": True}), ("loglinear", {"decay": True}),
+    ("taylor", {"feature_dim": 4}), ("taylor", {"feature_dim": 4, "symmetric_half": True}),
+    ("loglinear", {"decay": True}),
 ]
 
 

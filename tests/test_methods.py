@@ -15,7 +15,8 @@ def test_all_five_methods_are_registered_in_canonical_order():
 
 
 def test_unknown_method_names_the_valid_ones():
-    with pytest.raises(MethodError, match="unknown method 'nope'; valid methods: softmax, linear, favor, taylor, loglinear"):
+    with pytest.raises(MethodError,
+                       match="unknown method 'nope'; valid methods: softmax, linear, favor, taylor, loglinear"):
         methods.build("nope", head_dim=8)
 
 

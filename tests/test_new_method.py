@@ -44,11 +44,11 @@ TOY_CONFIG = "name: toy\nimpl: auto\noptions:\n  chunk_size: 64\n"
 @pytest.fixture(scope="module")
 def project_with_toy(tmp_path_factory) -> Path:
     copy = tmp_path_factory.mktemp("project")
-    for part in ("suite", "methods", "tasks", "conf", "site"):
+    for part in ("suite", "methods", "tasks"):  # suite/ holds conf/ and the site's files
         shutil.copytree(REPO / part, copy / part, ignore=shutil.ignore_patterns("__pycache__", "_build"))
     (copy / "methods" / "toy").mkdir()
     (copy / "methods" / "toy" / "__init__.py").write_text(TOY)
-    (copy / "conf" / "method" / "toy.yaml").write_text(TOY_CONFIG)
+    (copy / "suite" / "conf" / "method" / "toy.yaml").write_text(TOY_CONFIG)
     return copy
 
 

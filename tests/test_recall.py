@@ -33,7 +33,8 @@ def copying_config(**overrides) -> dict:
 
 # MQAR ------------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("seq_len,num_kv_pairs,vocab_size", [(64, 4, 8192), (70, 5, 100), (128, 32, 300), (256, 16, 8192)])
+@pytest.mark.parametrize("seq_len,num_kv_pairs,vocab_size",
+                         [(64, 4, 8192), (70, 5, 100), (128, 32, 300), (256, 16, 8192)])
 def test_mqar_answer_is_the_value_bound_to_the_queried_key(seq_len, num_kv_pairs, vocab_size):
     inputs, labels = mqar.make(200, seq_len, num_kv_pairs, vocab_size, seed=3)
     assert inputs.dtype == labels.dtype == torch.int64

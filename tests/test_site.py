@@ -39,9 +39,11 @@ def train_record(method: str, task: str, seed: int, accuracy: float | None, stat
                "peak_memory_source": "process_peak_rss", "median_step_time_s": 0.1, "baseline_accuracy": 0.1}
     if accuracy is not None:
         metrics.update(test_accuracy=accuracy, val_accuracy=accuracy)
-    return new_record("train", config=config, config_hash=f"{method}{task}{seed}", method=config["method"] | {"params": {}},
+    return new_record("train", config=config, config_hash=f"{method}{task}{seed}",
+                      method=config["method"] | {"params": {}},
                       task={"name": task, "seq_len": 64}, metrics=metrics, status=status, error=error,
-                      env={"device": "cpu", "device_name": "test cpu", "git_commit": "abc123", "git_dirty": False, "seed": seed})
+                      env={"device": "cpu", "device_name": "test cpu", "git_commit": "abc123", "git_dirty": False,
+                           "seed": seed})
 
 
 def kernel_record(method: str, impls: dict) -> dict:
@@ -57,9 +59,11 @@ def kernel_record(method: str, impls: dict) -> dict:
                 continue
             points.append({**point, "fwd_median_s": seconds(n), "fwd_p10_s": 0.9 * seconds(n),
                            "fwd_p90_s": 1.2 * seconds(n),
-                           "fwdbwd_median_s": 3 * seconds(n), "fwdbwd_peak_memory_bytes": 64 * n * (n if impl != "chunk" else 8)})
+                           "fwdbwd_median_s": 3 * seconds(n),
+                           "fwdbwd_peak_memory_bytes": 64 * n * (n if impl != "chunk" else 8)})
     config = {"method": {"name": method, "impl": "auto"}, "mode": {"name": "kernel"}, "seed": 0}
-    return new_record("kernel", config=config, config_hash=f"k{method}", method={"name": method, "impl": "auto", "params": {}},
+    return new_record("kernel", config=config, config_hash=f"k{method}",
+                      method={"name": method, "impl": "auto", "params": {}},
                       task={"name": "kernel"}, metrics={"points": points, "summary": [{"impl": i} for i in impls]},
                       env={"device": "cuda", "device_name": "Test GPU", "seed": 0})
 
@@ -67,12 +71,14 @@ def kernel_record(method: str, impls: dict) -> dict:
 def fidelity_record(method: str) -> dict:
     """A fidelity record: per (source, N, d_phi) points holding error statistics over queries."""
     points = [{"method": method, "source": "gaussian", "seq_len": n, "d_phi": d,
-               "denominator_rel_error": {"mean": 1 / math.sqrt(d), "median": 0.8 / math.sqrt(d), "max": 3 / math.sqrt(d)},
+               "denominator_rel_error": {"mean": 1 / math.sqrt(d), "median": 0.8 / math.sqrt(d),
+                                         "max": 3 / math.sqrt(d)},
                "output_rel_error": {"mean": 2 / math.sqrt(d)}, "kernelized_flops": 1000 * d}
               for d in (16, 64, 256) for n in (128, 1024)]
     return new_record("fidelity", config={"mode": {"name": "fidelity"}, "seed": 0}, config_hash=f"f{method}",
                       method={"name": method, "impl": "naive", "params": {}}, task={"name": "fidelity"},
-                      metrics={"points": points, "plots": ["errors.svg", "../../escape.svg"]}, env={"device": "cpu", "seed": 0})
+                      metrics={"points": points, "plots": ["errors.svg", "../../escape.svg"]},
+                      env={"device": "cpu", "seed": 0})
 
 
 def decode_record(method: str) -> dict:
@@ -81,7 +87,8 @@ def decode_record(method: str) -> dict:
         return [{"batch_size": b, "context_length": c, "status": "ok", "decode_latency_median_s": latency(c),
                  "state_bytes": state(c)} for b in (1, 8) for c in (256, 1024, 4096)]
     metrics = {"impl": "chunk", "points": points(lambda c: 1e-4, lambda c: 4096),
-               "reference": {"method": "softmax", "impl": "naive", "points": points(lambda c: 1e-7 * c, lambda c: 8 * c)}}
+               "reference": {"method": "softmax", "impl": "naive",
+                             "points": points(lambda c: 1e-7 * c, lambda c: 8 * c)}}
     return new_record("decode", config={"mode": {"name": "decode"}, "seed": 0}, config_hash=f"d{method}",
                       method={"name": method, "impl": "chunk", "params": {}}, task={"name": "decode"},
                       metrics=metrics, env={"device": "cpu", "seed": 0})
@@ -116,7 +123,8 @@ def built(tmp_path_factory) -> tuple[Path, Path, list[str]]:
 
 
 def built_text(out: Path) -> dict[Path, str]:
-    return {p: p.read_text() for p in out.rglob("*") if p.is_file() and p.suffix in (".html", ".css", ".js", ".json", ".csv")}
+    return {p: p.read_text() for p in out.rglob("*")
+            if p.is_file() and p.suffix in (".html", ".css", ".js", ".json", ".csv")}
 
 
 def test_board_shows_every_method_and_task(built):

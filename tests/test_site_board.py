@@ -217,7 +217,8 @@ def test_a_variant_of_a_method_gets_its_own_named_row_and_joins_the_state_plot(t
     page = build(tmp_path, records)
     usual, variant = row_html(page, "favor"), row_html(page, r"favor \(num_features=16\)")
     assert "80.0%" in usual and "n=3" in usual and "20.0%" not in usual
-    assert "20.0%" in variant and "n=2" in variant and '<span class="variant"' in variant and "num_features=16" in variant
+    assert ("20.0%" in variant and "n=2" in variant and '<span class="variant"' in variant
+            and "num_features=16" in variant)
     rows = board_rows(load_runs(tmp_path / "results")[0])
     (state_plot,) = [f for f in board_figures(rows, board_columns(rows))
                      if f.title.startswith("mqar 64·4 pairs (hybrid): test acc vs state size")]

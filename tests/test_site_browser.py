@@ -109,7 +109,8 @@ def test_hovering_a_point_shows_its_values(browser, site):
     WebDriverWait(browser, 60).until(all_figures_live)
     figure = browser.find_element("css selector", "section#kernel .chart.live")  # kernel: fwd vs N
     browser.execute_script("arguments[0].scrollIntoView({block: 'center'})", figure)
-    labels = {p: p.get_attribute("aria-label") or "" for p in figure.find_elements("css selector", "g.mark-symbol path")}
+    labels = {p: p.get_attribute("aria-label") or ""
+              for p in figure.find_elements("css selector", "g.mark-symbol path")}
     point = next(p for p, label in labels.items() if "series: softmax · sdpa" in label and "x: 1024;" in label)
     ActionChains(browser).move_to_element(point).perform()
     shown = tooltip(browser).splitlines()

@@ -9,8 +9,8 @@ import suite.modes.train.job
 from suite import records
 from suite.config import validate
 from suite.errors import ConfigError
-from suite.run import run
 from suite.modes.train.job import baseline_verdict, summary
+from suite.run import run
 
 
 def train_record(config: dict) -> dict:

@@ -129,7 +129,8 @@ class PositiveRandomFeatures:
         scaled = x.float() * self.input_scale
         grad_logits = grad_phi.mul_(phi)  # the core's scratch: reused in place
         projection = self.projection.expand(len(grad_logits), -1, -1)
-        grad_scaled = torch.bmm(grad_logits, projection, out=out) if out.dtype == torch.float32 else grad_logits @ projection
+        grad_scaled = (torch.bmm(grad_logits, projection, out=out) if out.dtype == torch.float32
+                       else grad_logits @ projection)
         grad_scaled.sub_(scaled * grad_logits.sum(-1, keepdim=True)).mul_(self.input_scale)
         if grad_scaled is not out:
             out.copy_(grad_scaled)

@@ -95,7 +95,8 @@ def plan_blocks(heads: int, n: int, chunk_size: int) -> list[list[Block]]:
     plans = []
     for h in range(heads):
         hs = slice(h, h + 1)
-        blocks = [Block(hs, s, min(s + step, full * length), length, s // length) for s in range(0, full * length, step)]
+        blocks = [Block(hs, s, min(s + step, full * length), length, s // length)
+                  for s in range(0, full * length, step)]
         if tail:
             blocks.append(Block(hs, full * length, n, tail, full))
         plans.append(blocks)
@@ -139,7 +140,8 @@ def _strict_triangle(chunks: int, upper: bool, device: torch.device) -> torch.Te
     return ones.triu(1) if upper else ones.tril(-1)
 
 
-def _exclusive_sums(per_chunk: torch.Tensor, out: torch.Tensor, carry: torch.Tensor | None, reverse: bool) -> torch.Tensor:
+def _exclusive_sums(per_chunk: torch.Tensor, out: torch.Tensor, carry: torch.Tensor | None,
+                    reverse: bool) -> torch.Tensor:
     """out[:, c] = carry + the sum of per_chunk[:, c'] over the block's chunks c' < c (c' > c when
     ``reverse``), over dim 1 of (heads, chunks, ...) tensors; returns the carry past the block.
     One product with a triangle of ones: a loop of adds costs a call per chunk, and torch.cumsum

@@ -40,7 +40,7 @@ def chunk_flops(n: int, features: int, value_dim: int, chunk_size: int, causal: 
     if not causal:
         return 4.0 * n * f * e + 2.0 * n * f, 8.0 * n * f * e + 2.0 * n * f
     lengths = chunk_lengths(n, chunk_size)
-    forward = sum(2.0 * l * l * (f + e) for l in lengths)
+    forward = sum(2.0 * m * m * (f + e) for m in lengths)
     backward = 2 * forward
     if len(lengths) > 1:
         prefix = sum(2.0 * b.chunks**2 * f * (e + 1) for b in plan_blocks(1, n, chunk_size)[0])
@@ -62,6 +62,6 @@ def triton_flops(n: int, features: int, value_dim: int, causal: bool, block_size
         return 4.0 * n * f * e, 10.0 * n * f * e
     tile = min(block_size, max(16, 1 << (n - 1).bit_length()))
     lengths = chunk_lengths(n, tile)
-    forward = sum(4.0 * l * f * e + 2.0 * l * l * (f + e) for l in lengths)
-    backward = sum(10.0 * l * f * e + 6.0 * l * l * (f + e) for l in lengths)
+    forward = sum(4.0 * m * f * e + 2.0 * m * m * (f + e) for m in lengths)
+    backward = sum(10.0 * m * f * e + 6.0 * m * m * (f + e) for m in lengths)
     return forward, backward

@@ -12,11 +12,12 @@ from typing import Any, ClassVar
 
 import torch
 
-from methods._featuremap.chunk import causal_feature_attention, full_feature_attention
 from methods._featuremap import flops
+from methods._featuremap.chunk import causal_feature_attention, full_feature_attention
 from methods._featuremap.common import DENOMINATOR_EPS, divide_by_denominator, key_sums
 from methods._featuremap.naive import feature_attention
 from methods.base import AttentionMethod, MethodError, PeerKernel
+
 
 class FeatureMapAttention(AttentionMethod):
     """o_i = sum_j (phi(q_i).phi(k_j)) v_j / (sum_j phi(q_i).phi(k_j) + eps), j <= i when causal."""

@@ -16,9 +16,9 @@ import torch
 import triton
 import triton.language as tl
 
-from methods.base import MethodError, triton_unusable_reason
-from methods._featuremap.common import DENOMINATOR_EPS
 from methods._featuremap import triton_kernels as kernels
+from methods._featuremap.common import DENOMINATOR_EPS
+from methods.base import MethodError, triton_unusable_reason
 
 SUPPORTED_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 # tl.dot needs every side of a tile to be at least 16 on the GPU.
@@ -63,7 +63,9 @@ def _check_inputs(phi_q: torch.Tensor, phi_k: torch.Tensor, v: torch.Tensor, eps
             f"feature attention: v {tuple(v.shape)} must share (batch, heads, N) with phi_q {tuple(phi_q.shape)}"
         )
     if min(phi_q.shape[2], phi_q.shape[3], v.shape[3]) < 1:
-        raise MethodError(f"feature attention: N, F and E must be at least 1, got {tuple(phi_q.shape)}, {tuple(v.shape)}")
+        raise MethodError(
+            f"feature attention: N, F and E must be at least 1, got {tuple(phi_q.shape)}, {tuple(v.shape)}"
+        )
     if isinstance(eps, torch.Tensor):
         rows = phi_q.shape[:3]
         try:
@@ -81,7 +83,9 @@ def _check_inputs(phi_q: torch.Tensor, phi_k: torch.Tensor, v: torch.Tensor, eps
             f"{MAX_BATCH_HEADS}, the most one CUDA grid axis takes; split the batch"
         )
     if not isinstance(block_size, int) or block_size < MIN_BLOCK or block_size & (block_size - 1):
-        raise MethodError(f"feature attention (triton): block_size must be a power of two >= {MIN_BLOCK}, got {block_size}")
+        raise MethodError(
+            f"feature attention (triton): block_size must be a power of two >= {MIN_BLOCK}, got {block_size}"
+        )
     reason = triton_unusable_reason(phi_q.device)
     if reason:
         raise MethodError(f"feature attention (triton): {reason}")

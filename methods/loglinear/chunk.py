@@ -26,7 +26,7 @@ chunk states. Not causal: a forward and a reversed causal pass, the diagonal cou
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache
 
 import torch
 import torch.nn.functional as F
@@ -212,7 +212,7 @@ class EluFeatures(EluPlusOne):
 
 
 # -- the causal core ----------------------------------------------------------------------------
-@lru_cache(maxsize=None)
+@cache
 def _level_index(length: int, device: torch.device) -> torch.Tensor:
     """(length, length) in-chunk levels of key s for query t, 0 above the diagonal (masked later);
     made once per length and device."""
@@ -463,7 +463,8 @@ def _tree_backward(tree, ends, grad_tree, grad_ends):
 def _chunk_state_backward(k, values, gates, block, grad_chunks, grad_chunk_ends, dk, dv, grad_gates, e) -> None:
     """Add the chunk states' share to a block's key and value gradients (in place)."""
     features = k.shape[-1]
-    grad_state = grad_chunks[block.heads, block.first_chunk : block.first_chunk + block.chunks].reshape(-1, features, e + 1)
+    grad_state = grad_chunks[block.heads, block.first_chunk : block.first_chunk + block.chunks].reshape(
+        -1, features, e + 1)
     decayed = k
     if gates is not None:
         g = _token_rows(gates, block)

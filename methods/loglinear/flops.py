@@ -33,13 +33,13 @@ def chunk_flops(n: int, head_dim: int, value_dim: int, chunk_size: int, levels: 
     """(forward, backward) FLOPs of ``chunk.py`` per (batch, head)."""
     f, e = head_dim, value_dim
     lengths = chunk_lengths(n, chunk_size) if n >= chunk_size else [n]
-    forward = sum(2.0 * l * l * (f + e) for l in lengths)
-    backward = sum(4.0 * l * l * (f + e) for l in lengths)
+    forward = sum(2.0 * m * m * (f + e) for m in lengths)
+    backward = sum(4.0 * m * m * (f + e) for m in lengths)
     full = n // chunk_size
     if len(lengths) > 1:
         forward += full * 2.0 * chunk_size * f * e
         backward += full * 4.0 * chunk_size * f * e
-        reads = sum(bin(i).count("1") * l for i, l in enumerate(lengths))
+        reads = sum(bin(i).count("1") * m for i, m in enumerate(lengths))
         forward += reads * 2.0 * f * (e + 1)
         backward += reads * 4.0 * f * (e + 1)
     passes = 1 if causal else 2
@@ -58,14 +58,14 @@ def naive_flops(n: int, head_dim: int, value_dim: int, levels: int, decay: bool,
 def triton_flops(n: int, head_dim: int, value_dim: int, chunk_size: int, levels: int, decay: bool,
                  causal: bool) -> tuple[float, float]:
     """(forward, backward) FLOPs of ``triton.py`` per (batch, head)."""
-    f, e, l = head_dim, value_dim, chunk_size
-    chunks = -(-n // l)
+    f, e, c = head_dim, value_dim, chunk_size
+    chunks = -(-n // c)
     tree_levels = (chunks - 1).bit_length() if chunks > 1 else 0
-    forward = chunks * 2.0 * l * l * (f + e)
-    backward = chunks * 2.0 * l * l * (3 * f + 2 * e)
+    forward = chunks * 2.0 * c * c * (f + e)
+    backward = chunks * 2.0 * c * c * (3 * f + 2 * e)
     if tree_levels:
-        forward += chunks * (tree_levels * (2.0 * l * f * e + 2.0 * l * f) + 2.0 * l * f * (e + 1))
-        backward += chunks * (tree_levels * 4.0 * l * f * (e + 1) + 4.0 * l * f * (e + 1))
+        forward += chunks * (tree_levels * (2.0 * c * f * e + 2.0 * c * f) + 2.0 * c * f * (e + 1))
+        backward += chunks * (tree_levels * 4.0 * c * f * (e + 1) + 4.0 * c * f * (e + 1))
     passes = 1 if causal else 2
     projections = _projections(n, head_dim, levels, decay)
     return passes * forward + projections, passes * backward + 2 * projections

@@ -15,11 +15,11 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from methods._featuremap.common import DENOMINATOR_EPS
 from methods._featuremap.maps import elu_plus_one
 from methods.base import AttentionMethod, MethodError, PeerKernel
 from methods.loglinear import flops, recurrent
 from methods.loglinear.chunk import EluFeatures, check_chunk_size, levels_used, loglinear_attention_chunk
-from methods._featuremap.common import DENOMINATOR_EPS
 from methods.loglinear.levels import check_length, max_length, noncausal_level_matrix
 from methods.loglinear.naive import loglinear_attention
 from methods.registry import register

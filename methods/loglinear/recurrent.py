@@ -52,7 +52,8 @@ def _levels(state: dict[str, torch.Tensor]) -> list[int]:
 
 def check_state(state: object, phi_q: torch.Tensor, v: torch.Tensor) -> None:
     """One clear error for a state this method did not make or that does not fit the inputs."""
-    if not isinstance(state, dict) or not all(isinstance(state.get(key), torch.Tensor) for key in ("position", "sizes")):
+    if not isinstance(state, dict) or not all(isinstance(state.get(key), torch.Tensor)
+                                              for key in ("position", "sizes")):
         raise MethodError(
             f"loglinear: state must be the dict that init_state/step returned (with 'position' and "
             f"'sizes' tensors), got {type(state).__name__}"
@@ -64,7 +65,8 @@ def check_state(state: object, phi_q: torch.Tensor, v: torch.Tensor) -> None:
             f"inputs have {sizes}"
         )
     position = int(state["position"])
-    expected = {"position", "sizes"} | {f"{name}{b + 1}" for b in range(position.bit_length()) if position >> b & 1 for name in (_KV, _Z)}
+    expected = {"position", "sizes"} | {f"{name}{b + 1}" for b in range(position.bit_length()) if position >> b & 1
+                                        for name in (_KV, _Z)}
     if set(state) != expected:
         raise MethodError(
             f"loglinear: state keys {sorted(state)} do not match a state after {position} tokens "
@@ -72,7 +74,8 @@ def check_state(state: object, phi_q: torch.Tensor, v: torch.Tensor) -> None:
         )
     batch, heads, features = phi_q.shape
     for level in _levels(state):
-        for key, shape in ((f"{_KV}{level}", (batch, heads, features, v.shape[-1])), (f"{_Z}{level}", (batch, heads, features))):
+        for key, shape in ((f"{_KV}{level}", (batch, heads, features, v.shape[-1])),
+                           (f"{_Z}{level}", (batch, heads, features))):
             if tuple(state[key].shape) != shape:
                 raise MethodError(
                     f"loglinear: state[{key!r}] has shape {tuple(state[key].shape)}, inputs need {shape}"
@@ -164,7 +167,8 @@ def init_fixed_state(batch: int, heads: int, feature_dim: int, value_dim: int, m
     }
 
 
-def to_fixed(state: dict[str, torch.Tensor], max_length: int, device: torch.device | str | None = None) -> dict[str, torch.Tensor]:
+def to_fixed(state: dict[str, torch.Tensor], max_length: int,
+             device: torch.device | str | None = None) -> dict[str, torch.Tensor]:
     """The fixed layout of a levels-layout ``state`` (e.g. from ``prompt_state``), for up to ``max_length`` tokens."""
     batch, heads, features, value_dim = (int(x) for x in state["sizes"])
     position = int(state["position"])
@@ -186,12 +190,15 @@ def check_fixed_state(state: dict[str, torch.Tensor], phi_q: torch.Tensor, v: to
     """Shape checks only (they read no tensor value, so they cost no device sync)."""
     batch, heads, features = phi_q.shape
     slots = state["kv"].shape[2] if state["kv"].dim() == 5 else -1
-    expected = {"position": (), "kv": (batch, heads, slots, features, v.shape[-1]), "z": (batch, heads, slots, features)}
+    expected = {"position": (), "kv": (batch, heads, slots, features, v.shape[-1]),
+                "z": (batch, heads, slots, features)}
     got = {key: tuple(state[key].shape) for key in FIXED_KEYS}
     if got != expected:
         raise MethodError(f"loglinear: fixed state shapes {got} do not fit the inputs (expected {expected})")
     if slots + 1 > num_levels:
-        raise MethodError(f"loglinear: a fixed state of {slots} slots needs {slots + 1} levels, num_levels={num_levels}")
+        raise MethodError(
+            f"loglinear: a fixed state of {slots} slots needs {slots + 1} levels, num_levels={num_levels}"
+        )
 
 
 def fixed_step(

@@ -2,23 +2,23 @@
 
 The PyTorch around the kernels (bottom of this file) pads the inputs to whole chunks, builds the
 per-level bucket states and the per-query level scales (O(N) work, differentiated by autograd);
-the kernels do what touches every query pair or every (query, level) pair: one program per (chunk, batch x head). ``intra`` recomputes the level weights of a
-chunk from the bit pattern of positions, so no (C, C) tensor is ever stored; ``inter`` reads one
-state per chunk level. All arithmetic is float32 (products in IEEE precision, not TF32), so the
-kernels match the naive reference to float32 rounding.
+the kernels do what touches every query pair or every (query, level) pair: one program per (chunk,
+batch x head). ``intra`` recomputes the level weights of a chunk from the bit pattern of positions,
+so no (C, C) tensor is ever stored; ``inter`` reads one state per chunk level. All arithmetic is
+float32 (products in IEEE precision, not TF32), so the kernels match the naive reference to float32
+rounding.
 
 Import this module only after deciding TRITON_INTERPRET: triton reads it when the kernels are defined.
 """
 
 from __future__ import annotations
 
-import torch
-import triton
-import triton.language as tl
-
 from dataclasses import dataclass
 
+import torch
 import torch.nn.functional as F
+import triton
+import triton.language as tl
 
 from methods._featuremap.common import DENOMINATOR_EPS, divide_by_denominator
 from methods.loglinear.chunk import check_chunk_size
@@ -104,10 +104,12 @@ def _intra_backward(
     a = scores * weights
     # a = scores * weights; num = a v; den = a 1.
     da = tl.dot(dnum, tl.trans(v), input_precision="ieee") + dden[:, None]
-    tl.store(DV + rows[:, None] * E + e[None, :], tl.dot(tl.trans(a), dnum, input_precision="ieee"), mask=e[None, :] < E)
+    tl.store(DV + rows[:, None] * E + e[None, :], tl.dot(tl.trans(a), dnum, input_precision="ieee"),
+             mask=e[None, :] < E)
     dscores = da * weights
     tl.store(DQ + rows[:, None] * D + d[None, :], tl.dot(dscores, k, input_precision="ieee"), mask=d[None, :] < D)
-    tl.store(DK + rows[:, None] * D + d[None, :], tl.dot(tl.trans(dscores), q, input_precision="ieee"), mask=d[None, :] < D)
+    tl.store(DK + rows[:, None] * D + d[None, :], tl.dot(tl.trans(dscores), q, input_precision="ieee"),
+             mask=d[None, :] < D)
     # weights = lambda_t[level] * decay (0 above the diagonal): d lambda_t[l] sums da * scores *
     # decay over the keys at level l.
     t = tl.arange(0, C)
@@ -137,7 +139,8 @@ def _inter_forward(
     state = (bh * (N // C) + chunk) * J
     for j in range(J):
         scale = tl.load(SCALE + rows * J + j)
-        s = tl.load(S + ((state + j) * D + d[:, None]) * E + e[None, :], mask=(d[:, None] < D) & (e[None, :] < E), other=0.0)
+        s = tl.load(S + ((state + j) * D + d[:, None]) * E + e[None, :], mask=(d[:, None] < D) & (e[None, :] < E),
+                    other=0.0)
         z = tl.load(Z + (state + j) * D + d, mask=d < D, other=0.0)
         scaled_q = q * scale[:, None]
         num += tl.dot(scaled_q, s, input_precision="ieee")
@@ -165,7 +168,8 @@ def _inter_backward(
         s = tl.load(S + ((state + j) * D + d[:, None]) * E + e[None, :], mask=state_mask, other=0.0)
         z = tl.load(Z + (state + j) * D + d, mask=d < D, other=0.0)
         scaled_q = q * scale[:, None]
-        tl.store(DS + ((state + j) * D + d[:, None]) * E + e[None, :], tl.dot(tl.trans(scaled_q), dnum, input_precision="ieee"), mask=state_mask)
+        tl.store(DS + ((state + j) * D + d[:, None]) * E + e[None, :],
+                 tl.dot(tl.trans(scaled_q), dnum, input_precision="ieee"), mask=state_mask)
         tl.store(DZ + (state + j) * D + d, tl.sum(scaled_q * dden[:, None], 0), mask=d < D)
         # d(scaled_q): what the numerator and denominator send back to each query's features.
         dscaled = tl.dot(dnum, tl.trans(s), input_precision="ieee") + dden[:, None] * z[None, :]
@@ -196,14 +200,16 @@ class _Intra(torch.autograd.Function):
         q, k, v, level_weights, gates = ctx.saved_tensors
         batch, heads, n, dim = q.shape
         value_dim = v.shape[-1]
-        dq, dk, dv, dlam = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v), torch.empty_like(level_weights)
+        dq, dk, dv, dlam = (torch.empty_like(q), torch.empty_like(k), torch.empty_like(v),
+                            torch.empty_like(level_weights))
         has_gates = gates is not None
         dg = torch.empty_like(gates) if has_gates else None
         grid = (n // ctx.chunk_size, batch * heads)
         _intra_backward[grid](
             q, k, v, level_weights, gates if has_gates else q, dnum.contiguous(), dden.contiguous(),
             dq, dk, dv, dlam, dg if has_gates else q, n, dim, value_dim,
-            HAS_GATES=has_gates, C=ctx.chunk_size, NUM_LEVELS=level_weights.shape[-1], BD=_block(dim), BE=_block(value_dim),
+            HAS_GATES=has_gates, C=ctx.chunk_size, NUM_LEVELS=level_weights.shape[-1],
+            BD=_block(dim), BE=_block(value_dim),
         )
         return dq, dk, dv, dlam, dg, None
 
@@ -240,7 +246,8 @@ class _Inter(torch.autograd.Function):
 def triton_intra(phi_q, phi_k, v, level_weights, cumulative_gates, chunk_size):
     """``chunk.torch_intra`` as a Triton kernel: numerator and denominator as (B, H, N, E + 1)."""
     gates = None if cumulative_gates is None else cumulative_gates.contiguous()
-    num, den = _Intra.apply(phi_q.contiguous(), phi_k.contiguous(), v.contiguous(), level_weights.contiguous(), gates, chunk_size)
+    num, den = _Intra.apply(phi_q.contiguous(), phi_k.contiguous(), v.contiguous(), level_weights.contiguous(),
+                            gates, chunk_size)
     return torch.cat([num, den[..., None]], -1)
 
 
@@ -271,12 +278,14 @@ def per_chunk_levels(
 def triton_inter(phi_q, tree, level_weights, cumulative_gates, chunk_size):
     """``chunk.torch_inter`` as a Triton kernel over per-chunk gathered states; the key sums go apart."""
     states, scale = per_chunk_levels(tree, level_weights, cumulative_gates, chunk_size)
-    num, den = _Inter.apply(phi_q.contiguous(), states[..., :-1].contiguous(), states[..., -1].contiguous(), scale.contiguous())
+    num, den = _Inter.apply(phi_q.contiguous(), states[..., :-1].contiguous(), states[..., -1].contiguous(),
+                            scale.contiguous())
     return torch.cat([num, den[..., None]], -1)
 
 
 # -- the PyTorch around the kernels ------------------------------------------------------------
-def fenwick_tree(phi_k: torch.Tensor, v: torch.Tensor, cumulative_gates: torch.Tensor | None, chunk_size: int) -> FenwickTree:
+def fenwick_tree(phi_k: torch.Tensor, v: torch.Tensor, cumulative_gates: torch.Tensor | None,
+                 chunk_size: int) -> FenwickTree:
     """The block sums of every chunk level below the top: O(N) work by pairwise sums.
 
     A block's state is sum_s exp(G_end - G_s) phi_k(s) [v_s, 1]^T with G_end the cumulative gate
@@ -348,7 +357,8 @@ def loglinear_attention_triton(
     both = causal_parts(phi_q, phi_k, v, level_weights, log_gates, chunk_size)
     if not causal:
         flip = lambda t: None if t is None else t.flip(2)  # noqa: E731
-        reversed_pass = causal_parts(flip(phi_q), flip(phi_k), flip(v), flip(level_weights), flip(log_gates), chunk_size)
+        reversed_pass = causal_parts(flip(phi_q), flip(phi_k), flip(v), flip(level_weights), flip(log_gates),
+                                     chunk_size)
         # The diagonal is in both passes; count it once (its decay factor is exp(0) = 1).
         diagonal = level_weights[..., 0].float() * (phi_q.float() * phi_k.float()).sum(-1)
         both = both + reversed_pass.flip(2) - diagonal[..., None] * F.pad(v.float(), (0, 1), value=1.0)

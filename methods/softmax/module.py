@@ -52,7 +52,8 @@ class SoftmaxAttention(AttentionMethod):
         if head_dim != self.head_dim:
             raise MethodError(f"softmax: built for head_dim={self.head_dim}, init_state got {head_dim}")
         empty = dict(device=device, dtype=dtype or torch.float32)
-        return new_cache(torch.zeros(batch, heads, 0, head_dim, **empty), torch.zeros(batch, heads, 0, value_dim, **empty))
+        return new_cache(torch.zeros(batch, heads, 0, head_dim, **empty),
+                         torch.zeros(batch, heads, 0, value_dim, **empty))
 
     def prefill_state(self, k, v):
         return new_cache(k, v)  # capacity N exactly: its bytes are those of the context

@@ -7,7 +7,8 @@ import math
 import torch
 
 
-def softmax_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = False, scale: float | None = None) -> torch.Tensor:
+def softmax_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = False,
+                      scale: float | None = None) -> torch.Tensor:
     """Exact attention in float32; returns the dtype of q."""
     scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
     scores = torch.einsum("bhnd,bhmd->bhnm", q.float(), k.float()) * scale

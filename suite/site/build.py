@@ -1,5 +1,5 @@
-"""Build the static site: a pure function of the results folder (plus site/templates and
-site/assets). Output: index.html (the board), plots.html, runs.html, runs/<run>.html, the raw
+"""Build the static site: a pure function of the results folder (plus the package's
+templates/ and assets/). Output: index.html (the board), plots.html, runs.html, runs/<run>.html, the raw
 records under records/, records.json / records.csv, each figure's static SVG under figures/,
 and the record schema of each kind under schema/."""
 

@@ -1,4 +1,4 @@
-"""The site's pages: Jinja2 templates (site/templates/) with autoescape, so every text from a record
+"""The site's pages: Jinja2 templates (suite/site/templates/) with autoescape, so every text from a record
 is escaped where it is printed; what the templates show is prepared here. Record data reaches
 JavaScript only as each figure's spec, serialised by Jinja's ``tojson`` (HTML-safe) into a
 ``<script type="application/json">`` block."""
@@ -17,13 +17,25 @@ import jinja2
 from suite import modes
 from suite.metrics import Metric, declared, format_value
 from suite.site import reference
-from suite.site.board import (ACCURACY, CLEAR_RULE, LRA_RULE, LRA_TASKS, TEST_BUDGETS, VERDICTS, Cell, Column,
-                              ReferenceRow, Row, column_baselines, format_lr)
+from suite.site.board import (
+    ACCURACY,
+    CLEAR_RULE,
+    LRA_RULE,
+    LRA_TASKS,
+    TEST_BUDGETS,
+    VERDICTS,
+    Cell,
+    Column,
+    ReferenceRow,
+    Row,
+    column_baselines,
+    format_lr,
+)
 from suite.site.figures import FIDELITY_FEATURES, FidelityHeadline, Figure
 from suite.site.render import BUNDLE
 from suite.site.runs import Run, declared_metrics, number, reproduce_command
 
-SITE_DIR = Path(__file__).resolve().parents[2] / "site"
+SITE_DIR = Path(__file__).resolve().parent  # templates/, assets/, data/: package data of suite.site
 FILTERS = ("device", "budget", "dtype")
 
 

@@ -1,4 +1,4 @@
-"""Published Long Range Arena results, read from the site's own data (site/data/lra_table1.json):
+"""Published Long Range Arena results, read from the site's own data (suite/site/data/lra_table1.json):
 test accuracy (%) of each model on each task, Table 1 of Tay et al. 2021. The site reads records and
 its own data only; this table is data, not task code.
 """
@@ -9,7 +9,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-TABLE_FILE = Path(__file__).resolve().parents[2] / "site" / "data" / "lra_table1.json"
+TABLE_FILE = Path(__file__).resolve().parent / "data" / "lra_table1.json"
 _DATA = json.loads(TABLE_FILE.read_text())
 SOURCE: str = _DATA["source"]
 TASKS: tuple[str, ...] = tuple(_DATA["tasks"])

@@ -33,9 +33,9 @@ import numpy as np
 
 from tasks.base import TaskData, TaskError, TaskInfo
 from tasks.cache import choice_option, int_option
+from tasks.common import SequenceClassification, majority_baseline
 from tasks.genomics.formats import Examples, read_class_folders, read_csv, read_fasta, read_hf_split
 from tasks.genomics.nucleotides import VOCAB_SIZE
-from tasks.common import SequenceClassification, majority_baseline
 
 RELEASE_SPLITS = ("train", "test")
 SOURCES = ("auto", "local", "hub")
@@ -157,7 +157,8 @@ def optional_cap(config: Mapping, key: str) -> int | None:
     return None if config.get(key) is None else int_option(config, key)
 
 
-def find_examples(config: Mapping, data_dir: Path, benchmark: Benchmark, dataset: str) -> tuple[dict[str, Examples], str]:
+def find_examples(config: Mapping, data_dir: Path, benchmark: Benchmark,
+                  dataset: str) -> tuple[dict[str, Examples], str]:
     """The release's train and test examples and where they came from; a TaskError saying where
     it looked and how to get the data when there are none."""
     source = choice_option(config, "source", SOURCES)
@@ -207,7 +208,8 @@ def load_real(config: Mapping, data_dir: Path, benchmark: Benchmark) -> TaskData
     order = rng.permutation(len(train_seqs))
     num_val = max(1, round(len(order) * val_fraction))
     picks = {"val": order[:num_val], "train": order[num_val:]}
-    splits = {split: ([train_seqs[i] for i in index], [train_labels[i] for i in index]) for split, index in picks.items()}
+    splits = {split: ([train_seqs[i] for i in index], [train_labels[i] for i in index])
+              for split, index in picks.items()}
     test_order = rng.permutation(len(test_seqs))
     splits["test"] = ([test_seqs[i] for i in test_order], [test_labels[i] for i in test_order])
     splits = {split: (seqs[: caps[split]], labels[: caps[split]]) for split, (seqs, labels) in splits.items()}

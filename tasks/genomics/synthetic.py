@@ -37,8 +37,8 @@ import torch
 
 from tasks.base import TaskData, TaskError, TaskInfo
 from tasks.cache import choice_option, generated_splits, int_option, split_sizes
-from tasks.genomics.nucleotides import ALPHABET, N_ID, VOCAB_SIZE
 from tasks.common import SequenceClassification, classification_task
+from tasks.genomics.nucleotides import ALPHABET, N_ID, VOCAB_SIZE
 
 FORMAT_VERSION = 1  # part of the cache key: bump when the generated data changes
 DESIGN_STREAM = 7  # seeds the motifs and the Markov table apart from the splits' streams
@@ -166,7 +166,8 @@ def generate(design: Design, num_examples: int, seq_len: int, seed: int, region_
     rng = np.random.default_rng(seed)
     region_len = int(seq_len * region_fraction)
     kinds, a_index, b_index = example_kinds(num_examples, len(design.motifs_a), mismatched_share, rng)
-    chunks = [draw_rows(design, a_index[s:s + ROWS_PER_CHUNK], b_index[s:s + ROWS_PER_CHUNK], seq_len, region_len, n_rate, rng)
+    chunks = [draw_rows(design, a_index[s:s + ROWS_PER_CHUNK], b_index[s:s + ROWS_PER_CHUNK], seq_len, region_len,
+                        n_rate, rng)
               for s in range(0, num_examples, ROWS_PER_CHUNK)]
     tokens = np.concatenate(chunks) if chunks else np.empty((0, seq_len), dtype=np.int64)
     return torch.from_numpy(tokens), torch.from_numpy((kinds == POSITIVE).astype(np.int64))
@@ -198,13 +199,15 @@ def load(config: Mapping, data_dir: Path) -> TaskData:
         raise TaskError(f"task.region_fraction={region_fraction}: each end part ({region_len} bases of "
                         f"seq_len={seq_len}) must hold a motif of {motif_len} bases")
     if 4**motif_len < 2 * num_motif_pairs:
-        raise TaskError(f"task.num_motif_pairs={num_motif_pairs}: there are only {4**motif_len} motifs of length {motif_len}")
+        raise TaskError(f"task.num_motif_pairs={num_motif_pairs}: there are only {4**motif_len} motifs of "
+                        f"length {motif_len}")
 
     design = make_design(data_seed, markov_order, num_motif_pairs, motif_len)
     fields = {
         "task": "genomics_synthetic", "version": FORMAT_VERSION, "seq_len": seq_len, "num_motif_pairs": num_motif_pairs,
         "motif_len": motif_len, "markov_order": markov_order, "region_fraction": region_fraction, "n_rate": n_rate,
-        "mismatched_share": mismatched_share, "data_seed": data_seed, **{f"num_{split}": size for split, size in split_sizes(config).items()},
+        "mismatched_share": mismatched_share, "data_seed": data_seed,
+        **{f"num_{split}": size for split, size in split_sizes(config).items()},
     }
     splits = generated_splits(
         Path(data_dir) / "genomics" / "synthetic", fields,

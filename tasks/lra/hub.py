@@ -31,7 +31,8 @@ def _in_hub_cache(dataset_id: str) -> bool:
     return hub_dir.is_dir() or processed_dir.is_dir()
 
 
-def local_or_hub(task: str, local_dir: Path, hub_ids: Sequence[str], splits: Sequence[str]) -> tuple[datasets.DatasetDict, str]:
+def local_or_hub(task: str, local_dir: Path, hub_ids: Sequence[str],
+                 splits: Sequence[str]) -> tuple[datasets.DatasetDict, str]:
     """The splits of a real dataset and a tag naming where they came from.
 
     Tries ``local_dir`` (a ``DatasetDict.save_to_disk`` folder), then each Hub id in the local

@@ -113,7 +113,9 @@ def load(config: Mapping, data_dir: Path) -> TaskData:
 
     def build(work_dir: Path) -> datasets.DatasetDict:
         # Kept encoded: decode_image reads them (one mode conversion and one error, as for Pathfinder's files).
-        train, test = (raw[s].cast_column(column, datasets.Image(decode=False)) if isinstance(raw[s].features[column], datasets.Image) else raw[s] for s in ("train", "test"))
+        train, test = (raw[s].cast_column(column, datasets.Image(decode=False))
+                       if isinstance(raw[s].features[column], datasets.Image) else raw[s]
+                       for s in ("train", "test"))
         cut = len(train) * 9 // 10
         return datasets.DatasetDict(
             train=_grey_split(train.select(range(cut)), column, "image: train"),
@@ -122,5 +124,6 @@ def load(config: Mapping, data_dir: Path) -> TaskData:
         )
 
     splits = cached_splits(data_dir / "cache" / f"{name}-{tag}-grey", build)
-    info = TaskInfo(name=name, family="lra", seq_len=1024, vocab_size=257, num_classes=10, extra={"source": tag, "image_size": 32})
+    info = TaskInfo(name=name, family="lra", seq_len=1024, vocab_size=257, num_classes=10,
+                    extra={"source": tag, "image_size": 32})
     return classification_task(info, splits, PixelClassification)

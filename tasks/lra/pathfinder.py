@@ -38,7 +38,7 @@ from PIL import Image
 from tqdm import tqdm
 
 from tasks.base import TaskData, TaskError, TaskInfo
-from tasks.common import cached_splits, files_fingerprint, classification_task
+from tasks.common import cached_splits, classification_task, files_fingerprint
 from tasks.lra.image import ImageError, PixelClassification, decode_image, pixel_features
 
 LEVEL = "curv_contour_length_14"  # the "hard" split, the one LRA reports
@@ -194,7 +194,8 @@ class _Scene:
         total = weights.sum()
         if total == 0:
             return False
-        choice = min(int(np.searchsorted(np.cumsum(weights), self.rng.random() * total, side="right")), len(weights) - 1)
+        choice = min(int(np.searchsorted(np.cumsum(weights), self.rng.random() * total, side="right")),
+                     len(weights) - 1)
         unit = units[choice]
         start = pivot + self.margin * unit
         end = start + self.g.paddle_length * unit
@@ -305,7 +306,9 @@ def generate(out_dir: Path, num_images: int, resolution: int, seed: int, workers
     with ProcessPoolExecutor(workers) if workers > 1 and num_images >= 64 else nullcontext() as pool:
         drawn = pool.map(draw, range(num_images), chunksize=16) if pool else map(draw, range(num_images))
         lines = []
-        for i, (png, label, margin) in enumerate(tqdm(drawn, total=num_images, desc=f"pathfinder{resolution}: generating", leave=False, mininterval=2)):
+        for i, (png, label, margin) in enumerate(tqdm(drawn, total=num_images,
+                                                      desc=f"pathfinder{resolution}: generating", leave=False,
+                                                      mininterval=2)):
             (out_dir / "imgs" / "0" / f"sample_{i}.png").write_bytes(png)
             # The original generator's fields: subpath, file, index, label, continuity, contour
             # length, distractor length, paddle length, thickness, margin, number of contrasts.
@@ -337,7 +340,8 @@ def _split(samples: list[tuple[Path, int]], resolution: int, sizes: tuple[int, i
     splits, start = {}, 0
     for name, size in zip(("train", "val", "test"), sizes):
         pixels, labels = [], []
-        for path, label in tqdm(samples[start : start + size], desc=f"pathfinder{resolution}: {name}", leave=False, mininterval=2):
+        for path, label in tqdm(samples[start : start + size], desc=f"pathfinder{resolution}: {name}", leave=False,
+                                mininterval=2):
             try:
                 image = decode_image(path)
             except ImageError as exc:

@@ -20,7 +20,7 @@ import torch
 from torch.utils.data import Dataset
 
 from tasks.base import TaskData, TaskError, TaskInfo
-from tasks.common import cached_splits, files_fingerprint, classification_task
+from tasks.common import cached_splits, classification_task, files_fingerprint
 from tasks.lra.text import byte_tokens, sequence_length, token_features
 
 FILES = {"train": "new_aan_pairs.train.tsv", "val": "new_aan_pairs.eval.tsv", "test": "new_aan_pairs.test.tsv"}
@@ -35,7 +35,8 @@ def read_pairs(path: Path) -> Iterator[tuple[int, bytes, bytes]]:
                 continue
             fields = line.split(b"\t")
             if len(fields) != 5:
-                raise TaskError(f"{path}:{number}: {len(fields)} tab-separated fields, expected 5 (label id1 id2 text1 text2)")
+                raise TaskError(f"{path}:{number}: {len(fields)} tab-separated fields, "
+                                "expected 5 (label id1 id2 text1 text2)")
             try:
                 label = float(fields[0])
             except ValueError:

@@ -51,7 +51,8 @@ def load(config: Mapping, data_dir: Path) -> TaskData:
 
     def encode(split: datasets.Dataset) -> datasets.Dataset:
         ids = [byte_tokens(text.encode("utf-8"), seq_len) for text in split["text"]]
-        return datasets.Dataset.from_dict({"input_ids": ids, "label": split["label"]}, features=token_features("input_ids"))
+        return datasets.Dataset.from_dict({"input_ids": ids, "label": split["label"]},
+                                          features=token_features("input_ids"))
 
     def build(work_dir: Path) -> datasets.DatasetDict:
         test = encode(raw["test"])

@@ -36,13 +36,15 @@ FORMAT_VERSION = 1  # part of the cache key: bump when the generated data change
 def check(seq_len: int, num_tokens: int, vocab_size: int) -> None:
     """Raise TaskError unless the sizes describe a possible example."""
     if vocab_size < 3:
-        raise TaskError(f"task.vocab_size={vocab_size}: needs a noise symbol, a marker and at least one data symbol (>= 3)")
+        raise TaskError(f"task.vocab_size={vocab_size}: needs a noise symbol, a marker and at least one data "
+                        "symbol (>= 3)")
     if 2 * num_tokens > seq_len:
         raise TaskError(f"task.num_tokens={num_tokens}: at most seq_len / 2 = {seq_len // 2} tokens fit in "
                         f"seq_len={seq_len} (the tokens, then as many markers)")
 
 
-def make(num_examples: int, seq_len: int, num_tokens: int, vocab_size: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+def make(num_examples: int, seq_len: int, num_tokens: int, vocab_size: int,
+         seed: int) -> tuple[torch.Tensor, torch.Tensor]:
     """``(inputs, labels)``, int64 of shape (num_examples, seq_len), as the module docstring says."""
     check(seq_len, num_tokens, vocab_size)
     rng = np.random.default_rng(seed)

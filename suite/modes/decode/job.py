@@ -26,11 +26,10 @@ import methods
 from methods.base import AttentionMethod, MethodError
 from suite.errors import ConfigError
 from suite.hardware import DTYPES, cpu_threads, synchronize
-from suite.scaling import better_from
 from suite.metrics import format_value
 from suite.modes.decode import CROSSOVER_METRICS, POINT_METRICS
 from suite.run import JobResult, Outcome, is_out_of_memory
-
+from suite.scaling import better_from
 
 
 @dataclass(frozen=True)
@@ -266,11 +265,13 @@ def summary(record: Mapping) -> str:
     rows = [[c.label for c in columns] + ([f"{reference['method']} {c.label}" for c in compared] if reference else [])]
     theirs = {(p["batch_size"], p["context_length"]): p for p in (reference or {}).get("points", [])}
     for point in m["points"]:
-        row = [format_value(c, point.get(c.name)) if point["status"] == "ok" or c.name in ("context_length", "batch_size")
+        row = [format_value(c, point.get(c.name))
+               if point["status"] == "ok" or c.name in ("context_length", "batch_size")
                else point["status"] for c in columns]
         if reference:
             other = theirs.get((point["batch_size"], point["context_length"]), {"status": "-"})
-            row += [format_value(c, other.get(c.name)) if other["status"] == "ok" else other["status"] for c in compared]
+            row += [format_value(c, other.get(c.name)) if other["status"] == "ok" else other["status"]
+                    for c in compared]
         rows.append(row)
     lines = [head, "-" * len(head), *table(rows)]
     for entry in m.get("crossovers", []):

@@ -16,10 +16,10 @@ import torch
 from torch import nn
 
 import methods
-from suite.modes.train import job as train
 from suite.errors import ConfigError
-from suite.records import write_atomically
 from suite.model import Decoder, MultiHeadAttention, build_model
+from suite.modes.train import job as train
+from suite.records import write_atomically
 
 SOFTMAX = {"name": methods.REFERENCE, "impl": "auto", "options": {}}
 # What defines the trained model; paths and the mode's own grids do not.
@@ -75,7 +75,8 @@ def trained_model(cfg: Mapping, device: torch.device) -> tuple[nn.Module, object
 
 
 @torch.no_grad()
-def attention_inputs(model: nn.Module, examples: list[torch.Tensor], device: torch.device) -> list[tuple[torch.Tensor, ...]]:
+def attention_inputs(model: nn.Module, examples: list[torch.Tensor],
+                     device: torch.device) -> list[tuple[torch.Tensor, ...]]:
     """Per attention layer, (q, k, v) of shape (examples, heads, L, D), L the shortest example's
     length (longer ones cut to it). Each example runs alone, so no padding enters the capture."""
     layers = [m.attention for m in model.modules() if isinstance(m, MultiHeadAttention)]

@@ -19,13 +19,13 @@ import torch
 from tqdm.auto import tqdm
 
 import methods
-from suite.modes.fidelity import capture as fidelity_capture
 from suite.errors import ConfigError
-from suite.modes.fidelity.measure import ERROR_NAMES, method_weights, query_errors, scores, summarize
-from suite.scaling import loglog_slope
 from suite.metrics import format_value
 from suite.modes.fidelity import POINT_METRICS
+from suite.modes.fidelity import capture as fidelity_capture
+from suite.modes.fidelity.measure import ERROR_NAMES, method_weights, query_errors, scores, summarize
 from suite.run import JobResult, Outcome
+from suite.scaling import loglog_slope
 
 FLOAT32_BYTES = 4
 
@@ -82,7 +82,8 @@ def captured_sources(config: Mapping, grid: Mapping, device: torch.device) -> tu
 
 # -- one cell of the grid ---------------------------------------------------------------------------
 
-def build_modules(method: Mapping, variant: Mapping, head_dim: int, draws: int, device: torch.device) -> list[torch.nn.Module]:
+def build_modules(method: Mapping, variant: Mapping, head_dim: int, draws: int,
+                  device: torch.device) -> list[torch.nn.Module]:
     """The method with one variant's options, once per independent random draw (one when the
     method has no random seed)."""
     options = {**method["options"], **variant}
@@ -91,7 +92,8 @@ def build_modules(method: Mapping, variant: Mapping, head_dim: int, draws: int, 
     built = []
     for draw in range(count):
         extra = {"seed": (options.get("seed") or 0) + draw} if seeded else {}
-        built.append(methods.build(method["name"], head_dim=head_dim, impl="naive", **{**options, **extra}).to(device).eval())
+        built.append(methods.build(method["name"], head_dim=head_dim, impl="naive", **{**options, **extra})
+                     .to(device).eval())
     return built
 
 
@@ -122,8 +124,8 @@ def measure_cell(modules: list[torch.nn.Module], source: Mapping, n: int, querie
     # method outputs 0) are counted and kept: that is what the method computes.
     overflow, underflow = flat["overflow"], flat["underflow"]
     cell = {name: summarize(flat[name][~overflow]) for name in ERROR_NAMES}
-    cell.update(queries=int(overflow.numel()), overflow_queries=int(overflow.sum()), underflow_queries=int(underflow.sum()),
-                score_std=float(torch.cat(score_var).mean().sqrt()))
+    cell.update(queries=int(overflow.numel()), overflow_queries=int(overflow.sum()),
+                underflow_queries=int(underflow.sum()), score_std=float(torch.cat(score_var).mean().sqrt()))
     return cell
 
 
@@ -176,7 +178,8 @@ def job(config: Mapping, device: torch.device) -> JobResult:
 
     points, skipped, resolved = [], [], []
     cells = [(s, n, v) for s in sources for n in grid["seq_lens"] for v in variants]
-    for source, n, variant in tqdm(cells, desc=f"fidelity of {method['name']}", unit="cell", dynamic_ncols=True, mininterval=0.5):
+    for source, n, variant in tqdm(cells, desc=f"fidelity of {method['name']}", unit="cell", dynamic_ncols=True,
+                                   mininterval=0.5):
         available = source["q"].shape[2]
         if n > available:
             skipped.append({"source": source["name"], "seq_len": n, "reason": f"the source has {available} tokens"})
@@ -232,7 +235,8 @@ def table(points: list[dict]) -> list[str]:
     header = ["source", "N", "d_phi", "score std"] + [metric.label for metric in errors] + ["FLOPs vs exact", "flags"]
     rows = []
     for p in points:
-        cells = [p["source"], str(p["seq_len"]), "-" if p["d_phi"] is None else str(p["d_phi"]), f"{p['score_std']:.2g}"]
+        cells = [p["source"], str(p["seq_len"]), "-" if p["d_phi"] is None else str(p["d_phi"]),
+                 f"{p['score_std']:.2g}"]
         for metric in errors:
             stats = p[metric.name]
             cells.append("overflow" if stats is None else

@@ -17,7 +17,6 @@ from dataclasses import dataclass
 
 import torch
 
-
 # The per-query errors, in the order tables print them: the denominator first.
 ERROR_NAMES = (
     "denominator_rel_error",
@@ -58,7 +57,8 @@ def scores(q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
     return q.double() @ k.double().transpose(-1, -2) / math.sqrt(q.shape[-1])
 
 
-def method_weights(module: torch.nn.Module, q: torch.Tensor, k: torch.Tensor, query_index: torch.Tensor) -> ScaledWeights:
+def method_weights(module: torch.nn.Module, q: torch.Tensor, k: torch.Tensor,
+                   query_index: torch.Tensor) -> ScaledWeights:
     """The weights the method gives the selected queries: q, k (B, H, N, D), query_index (Q,) ->
     (B, H, Q, N) rows of max 1 and their log scales, from the method's own ``log_weights`` (its
     float32 computation; the exact reference's errors are then float32 rounding) and its

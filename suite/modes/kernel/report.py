@@ -6,9 +6,9 @@ from collections import defaultdict
 from collections.abc import Mapping, Sequence
 
 from suite import scaling
-from suite.modes.kernel.implementations import SDPA
 from suite.metrics import Metric, format_seconds, format_value
 from suite.modes.kernel import SERIES_METRICS
+from suite.modes.kernel.implementations import SDPA
 
 SHAPE_KEY = ("causal", "dtype", "head_dim", "value_dim", "batch", "heads")
 SERIES_KEY = ("impl", "source", *SHAPE_KEY)

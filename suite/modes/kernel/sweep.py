@@ -18,11 +18,15 @@ import torch
 import methods
 from methods.base import MethodError
 from suite.hardware import DTYPES
+from suite.metrics import format_bytes, format_seconds
 from suite.modes.kernel import measure
 from suite.modes.kernel.implementations import (
-    SDPA, Implementation, method_implementations, peer_implementations, sdpa_backend,
+    SDPA,
+    Implementation,
+    method_implementations,
+    peer_implementations,
+    sdpa_backend,
 )
-from suite.metrics import format_bytes, format_seconds
 from suite.run import is_out_of_memory
 
 PHASES = ("fwd", "fwdbwd")

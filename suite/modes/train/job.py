@@ -16,13 +16,13 @@ from torch.utils.data import DataLoader
 from tqdm.auto import tqdm
 
 import tasks
+from methods.base import AttentionMethod
 from suite import checkpoint, logger, records
 from suite.data import capped, collate, real_tokens
 from suite.hardware import reset_peak_rss, run_peak_memory, synchronize
 from suite.metrics import format_value
-from methods.base import AttentionMethod
-from suite.modes.train import RECORD_METRICS
 from suite.model import build_model, token_loss
+from suite.modes.train import RECORD_METRICS
 from suite.run import JobResult, Outcome, is_out_of_memory
 from tasks.base import TaskData
 
@@ -255,8 +255,8 @@ def recurrent_state_bytes(model: torch.nn.Module, seq_len: int) -> int:
     """Bytes of the decoding state each attention layer holds after a full-length prompt of one
     sequence, summed over layers, as the method itself builds it (``prefill_state``): the
     recurrent state size against which Zoology and Based plot recall (softmax: its KV cache)."""
-    from suite.modes.decode.job import state_bytes
     from suite.model import MultiHeadAttention
+    from suite.modes.decode.job import state_bytes
 
     total = 0
     for layer in (m for m in model.modules() if isinstance(m, MultiHeadAttention)):
