@@ -26,6 +26,8 @@ sys.path.insert(0, str(REPO))
 
 import torch  # noqa: E402
 
+from suite.__main__ import CONF_DIR  # noqa: E402
+
 METHODS = ("softmax", "linear", "favor", "taylor", "loglinear")
 # scripts/gpu_run.sh's grid (a few minutes for all five methods on an H100-class GPU): the lengths
 # of the issue, one head size, the training dtype, the causal form a language model runs.
@@ -44,28 +46,21 @@ DRY_RUN_GRID = {
 EXTRA_GRIDS = {"gpu_run": GPU_RUN_GRID, "dry_run": DRY_RUN_GRID}
 
 
-def load_yaml(path: Path) -> dict | None:
-    """The parsed file, or None where PyYAML is not installed."""
-    try:
-        import yaml
-    except ImportError:
-        return None
+def load_yaml(path: Path) -> dict:
+    """The parsed file (PyYAML comes with omegaconf, which the suite needs anyway)."""
+    import yaml
+
     return yaml.safe_load(path.read_text())
 
 
 def grids() -> dict:
-    """The grids of conf/mode/kernel.yaml (without PyYAML, the paper grid kept in suite/modes/kernel)
-    and this script's own."""
-    from suite.modes.kernel.job import PAPER_GRID
-
-    mode = load_yaml(REPO / "conf" / "mode" / "kernel.yaml")
-    return {**(mode["grids"] if mode else {"paper": PAPER_GRID}), **EXTRA_GRIDS}
+    """The grids of conf/mode/kernel.yaml and this script's own."""
+    return {**load_yaml(CONF_DIR / "mode" / "kernel.yaml")["grids"], **EXTRA_GRIDS}
 
 
 def method_block(name: str) -> dict:
-    """conf/method/<name>.yaml, or the method's defaults where PyYAML is absent."""
-    block = load_yaml(REPO / "conf" / "method" / f"{name}.yaml")
-    return block or {"name": name, "impl": "auto", "options": {}}
+    """conf/method/<name>.yaml: the method as the suite runs it."""
+    return load_yaml(CONF_DIR / "method" / f"{name}.yaml")
 
 
 def flash_only(device: str):

@@ -393,3 +393,16 @@ def test_reference_numbers_match_lra_table_1():
     assert len(reference.RESULTS) == 11 * 6
     with pytest.raises(KeyError, match="Mamba"):
         reference.accuracy("Mamba", "text")
+
+
+def test_a_plots_crossover_marker_is_where_the_method_stays_better_for_good():
+    from suite.site.figures import crossover
+
+    reference = {1024: 1.0, 2048: 2.0, 4096: 4.0}  # seconds (lower is better)
+    other = {1024: 4.0, 2048: 3.0, 4096: 2.0}
+    fraction = math.log(1.5) / (math.log(1.5) - math.log(0.5))  # where the log ratio crosses 0
+    assert crossover(reference, other, "lower") == pytest.approx(2048 * 2**fraction)
+    inverse = {x: 1 / v for x, v in reference.items()}, {x: 1 / v for x, v in other.items()}  # a rate
+    assert crossover(*inverse, "higher") == pytest.approx(2048 * 2**fraction)
+    assert crossover(reference, {x: v / 2 for x, v in reference.items()}, "lower") is None  # better everywhere
+    assert crossover(reference, {x: v * 2 for x, v in reference.items()}, "lower") is None  # never better

@@ -16,6 +16,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from suite import scaling
 from suite.metrics import Metric, declared, format_bytes, format_value
 from suite.schema import SWEEPS, Statistics
 from suite.site.board import ACCURACY, VERDICTS, Cell, Column, Row, format_lr
@@ -366,19 +367,12 @@ def best_curve(points: list[SweepPoint], name: str, better: str | None, keep) ->
 
 def crossover(reference: dict[float, float], other: dict[float, float], better: str | None) -> float | None:
     """The length from which ``other`` stays better than ``reference`` at every longer common
-    length, interpolated in log-log between the two lengths that bracket the change; None when it
-    is never better at the longest length or better everywhere (no crossover inside the range)."""
+    length (suite.scaling's rule, interpolated in log-log); None when it is never better at the
+    longest length or better everywhere (no crossover inside the range)."""
     xs = sorted(set(reference) & set(other))
-    sign = 1.0 if better == "higher" else -1.0
-    gain = [sign * math.log(other[x] / reference[x]) for x in xs]  # > 0: other is better
-    if not xs or gain[-1] <= 0:
-        return None
-    worse = [i for i, g in enumerate(gain) if g <= 0]
-    if not worse:
-        return None
-    i = worse[-1]
-    a, b = math.log(xs[i]), math.log(xs[i + 1])
-    return math.exp(a + (b - a) * (0.0 - gain[i]) / (gain[i + 1] - gain[i]))
+    cost = (lambda v: 1.0 / v) if better == "higher" else (lambda v: v)  # noqa: E731 -- lower is better
+    found = scaling.crossover(xs, [cost(other[x]) for x in xs], [cost(reference[x]) for x in xs])
+    return found["length"] if found["where"] == "within_grid" else None
 
 
 def crossover_markers(points: list[SweepPoint], name: str, metric: Metric) -> list[dict]:

@@ -20,16 +20,6 @@ from suite.modes.kernel.sweep import run_sweep
 from suite.run import JobResult, Outcome
 
 TASK_NAME = "attention_op"
-# The paper grid of conf/mode/kernel.yaml, for hosts without PyYAML (tests keep the two equal).
-PAPER_GRID = {
-    "lengths": [1024, 2048, 4096, 8192, 16384, 32768, 65536],
-    "batch": 1, "heads": 8, "head_dims": [64, 128], "value_dim": None, "dtypes": ["bfloat16"],
-    "causal": [True, False], "impls": ["naive", "chunk", "triton", "sdpa"], "peers": ["sdpa", "fla"],
-    "warmup": 3, "repeats": 10, "point_budget_s": 0.25, "time_limit_s": 1.0,
-    "max_length": {"naive": 16384}, "matmul_size": 8192, "cpu_threads": None,
-}
-
-
 def select_grid(config: Mapping) -> dict:
     """The mode's grid for the budget's name (suite.config checks every grid)."""
     return dict(config["mode"]["grids"][config["budget"]["name"]])
