@@ -15,7 +15,7 @@ import pytest
 from suite.records import new_record, write_record
 from suite.site import build_site
 from suite.site.board import board_columns, board_rows
-from suite.site.build import SITE_DIR
+from suite.site.build import SITE_DIR, SiteError
 from suite.site.charts import validate
 from suite.site.figures import board_figures
 from suite.site.render import static_svg
@@ -268,6 +268,19 @@ def test_left_off_tasks_are_listed_with_their_reasons(tmp_path):
     shutil.copytree(SITE_DIR, site, ignore=shutil.ignore_patterns("_build"))
     (site / "data" / "board_notes.json").write_text(json.dumps({"left_off": [{"task": "foo", "reason": "bar"}]}))
     assert "<b>foo</b>: bar" in section(build(tmp_path / "b", [train()], site), "Not on the CPU board")
+
+
+def test_findings_are_shown_with_their_evidence_and_a_malformed_note_is_refused(tmp_path):
+    findings = json.loads((SITE_DIR / "data" / "board_notes.json").read_text())["findings"]
+    shown = section(build(tmp_path / "a", [train()]), "What the board shows, and the evidence")
+    assert findings and all(f"<dt>{as_html(n['title'])}</dt><dd>{as_html(n['text'])}</dd>" in shown for n in findings)
+    site = tmp_path / "site"
+    shutil.copytree(SITE_DIR, site, ignore=shutil.ignore_patterns("_build"))
+    (site / "data" / "board_notes.json").write_text(json.dumps({"left_off": [], "findings": [{"title": "t"}]}))
+    with pytest.raises(SiteError, match='"findings": \\[\\{"title": ..., "text": ...\\}'):
+        build(tmp_path / "b", [train()], site)
+    (site / "data" / "board_notes.json").write_text(json.dumps({"left_off": []}))  # no findings: no section
+    assert "What the board shows" not in build(tmp_path / "c", [train()], site)
 
 
 def test_fidelity_headline_at_one_length_and_feature_count(tmp_path):

@@ -61,7 +61,7 @@ def build_site(results_dir: str | Path, out_dir: str | Path, site_dir: Path = SI
     columns = board_columns(rows)
     placed = place_figures(board_figures(rows, columns), out_dir, "board")
     write("index.html", pages.board_page(env, rows, columns, reference_rows(), problems, figures=placed,
-                                         fidelity=fidelity_headline(runs), left_off=left_off_notes(site_dir),
+                                         fidelity=fidelity_headline(runs), **board_notes(site_dir),
                                          **page("index.html", "Leaderboard")))
     figures = [f for mode in modes.registry().values() if mode.section
                for f in mode_figures(mode, runs, rows, columns)]
@@ -117,19 +117,29 @@ def mode_figures(mode: modes.Mode, runs: list[Run], rows: list, columns: list) -
     raise SiteError(f"mode {mode.name}: unknown figure style {style!r}; valid: {', '.join(modes.FIGURE_STYLES)}")
 
 
-def left_off_notes(site_dir: Path) -> list[dict]:
-    """The tasks the board does not run and why, from the site's own data/board_notes.json (the site
-    does not import task code); none when the file is absent."""
+# The board's notes (data/board_notes.json): per list, the text fields each entry holds.
+NOTE_FIELDS = {
+    "left_off": ("task", "reason"),  # the tasks the board does not run, and why
+    "findings": ("title", "text"),  # what the board shows that a reader might doubt, with the evidence
+}
+
+
+def board_notes(site_dir: Path) -> dict[str, list[dict]]:
+    """The board's notes, from the site's own data/board_notes.json (the site does not import task
+    code); every list empty when the file is absent, a list absent from the file empty."""
     path = site_dir / "data" / "board_notes.json"
     if not path.is_file():
-        return []
+        return {key: [] for key in NOTE_FIELDS}
     try:
-        notes = json.loads(path.read_text())["left_off"]
-        if all(isinstance(n["task"], str) and isinstance(n["reason"], str) for n in notes):
+        data = json.loads(path.read_text())
+        notes = {key: data.get(key, []) for key in NOTE_FIELDS}
+        if all(isinstance(n[f], str) for key, fields in NOTE_FIELDS.items() for n in notes[key] for f in fields):
             return notes
-    except (ValueError, KeyError, TypeError):
+    except (ValueError, KeyError, TypeError, AttributeError):
         pass
-    raise SiteError(f"{path} must hold {{\"left_off\": [{{\"task\": \"...\", \"reason\": \"...\"}}, ...]}}")
+    shape = ", ".join(f'"{key}": [{{{", ".join(f"{f!r}: ..." for f in fields)}}}, ...]'
+                      for key, fields in NOTE_FIELDS.items())
+    raise SiteError(f"{path} must hold {{{shape}}} (text fields)".replace("'", '"'))
 
 
 def prepare_output(out_dir: Path) -> None:

@@ -190,13 +190,15 @@ def filters(runs: Iterable) -> dict[str, list[str]]:
 
 def board_page(env: jinja2.Environment, rows: list[Row], columns: list[Column], references: list[ReferenceRow],
                problems: list[str], *, figures: list[Placed] = (), fidelity: FidelityHeadline | None = None,
-               left_off: list[Mapping] = (), **page: Any) -> str:
+               left_off: list[Mapping] = (), findings: list[Mapping] = (), **page: Any) -> str:
     """The leaderboard: our rows (mean ± std over seeds) against each column's baseline, the published
-    LRA rows, then cost, what each budget means, fidelity, tasks left off, and the board's figures."""
+    LRA rows, the findings a reader might doubt with their evidence, then cost, what each budget
+    means, fidelity, tasks left off, and the board's figures."""
     train = declared("train")
     cost = {"speed": train["train_tokens_per_s"], "memory": train["peak_memory_bytes"], "state": train["state_bytes"]}
     return render(env, "board.html", rows=rows, columns=columns, references=references, problems=problems,
-                  figures=list(figures), fidelity=fidelity, left_off=list(left_off), charts=bool(figures),
+                  figures=list(figures), fidelity=fidelity, left_off=list(left_off),
+                  findings=list(findings), charts=bool(figures),
                   show_lra=any(c.task in LRA_TASKS for c in columns), baselines=column_baselines(rows),
                   filters=filters(rows), budgets=budget_rows(rows, columns), cost=cost, accuracy=ACCURACY,
                   test_budgets=TEST_BUDGETS, clear_rule=CLEAR_RULE, lra_rule=LRA_RULE,
