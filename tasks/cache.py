@@ -18,7 +18,7 @@ import torch
 from torch.utils.data import Dataset
 
 from tasks.base import TaskError
-from tasks.common import cached_splits
+from tasks.common import ArrowRows, cached_splits
 
 SPLITS = ("train", "val", "test")
 IGNORE_LABEL = -100  # token targets: positions that are not scored
@@ -89,11 +89,10 @@ class TokenTargets(Dataset):
     from an Arrow split whose ``input_ids`` and ``label`` columns are equal-length int lists."""
 
     def __init__(self, split: datasets.Dataset) -> None:
-        self.split = split.with_format("torch", columns=["input_ids", "label"])
+        self.rows = ArrowRows(split, ("input_ids", "label"))
 
     def __len__(self) -> int:
-        return len(self.split)
+        return len(self.rows)
 
     def __getitem__(self, index: int) -> dict[str, torch.Tensor]:
-        row = self.split[index]
-        return {"input_ids": row["input_ids"].long(), "label": row["label"].long()}
+        return {"input_ids": self.rows.get("input_ids", index), "label": self.rows.get("label", index)}

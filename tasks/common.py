@@ -116,32 +116,60 @@ def classification_split(input_ids: Sequence[np.ndarray], labels: Sequence[int])
     return datasets.Dataset.from_dict({"input_ids": column, "label": pa.array(np.asarray(labels, dtype=np.int64))})
 
 
-class SequenceClassification(Dataset):
-    """Items ``{"input_ids": int64 (<= seq_len), "label": int64 scalar}`` of an Arrow split with
-    columns ``input_ids`` (a list of small ints per example) and ``label``.
+class ArrowRows:
+    """Columns of an Arrow split read straight from its buffers: a few microseconds an item,
+    against ~150 (over 400 for a 128-token pair of lists) through the ``datasets`` torch format,
+    so a plain DataLoader keeps up with the model. A list column gives an int64 vector per row
+    (its first ``limit`` values when given), a scalar column a 0-dim int64 tensor."""
 
-    Reads the Arrow buffers directly (a few microseconds an item, against ~150 for the
-    ``datasets`` torch format), so a plain DataLoader keeps up with the model.
-    """
-
-    def __init__(self, split: datasets.Dataset, seq_len: int) -> None:
+    def __init__(self, split: datasets.Dataset, columns: Sequence[str]) -> None:
         table = split.with_format("arrow")[:]  # honours a select(); zero-copy for a plain slice
-        column = table.column("input_ids").combine_chunks()
-        self.offsets = column.offsets.to_numpy()
-        self.values = column.values.to_numpy()
-        self.labels = table.column("label").to_numpy()
-        self.seq_len = seq_len
+        self.num_rows = len(table)
+        self._columns = {}
+        for name in columns:
+            column = table.column(name).combine_chunks()
+            if pa.types.is_list(column.type) or pa.types.is_large_list(column.type):
+                self._columns[name] = (column.offsets.to_numpy(), column.values.to_numpy())
+            else:
+                self._columns[name] = (None, column.to_numpy())
 
     def __len__(self) -> int:
-        return len(self.labels)
+        return self.num_rows
+
+    def column(self, name: str) -> np.ndarray:
+        """A scalar column, whole (e.g. the labels a baseline counts)."""
+        offsets, values = self._columns[name]
+        if offsets is not None:
+            raise TypeError(f"column {name!r} holds lists")
+        return values
+
+    def get(self, name: str, index: int, limit: int | None = None) -> torch.Tensor:
+        offsets, values = self._columns[name]
+        if offsets is None:
+            return torch.tensor(values[index], dtype=torch.int64)
+        start, stop = offsets[index], offsets[index + 1]
+        if limit is not None:
+            stop = min(stop, start + limit)
+        return torch.from_numpy(values[start:stop].astype(np.int64))
+
+
+class SequenceClassification(Dataset):
+    """Items ``{"input_ids": int64 (<= seq_len), "label": int64 scalar}`` of an Arrow split with
+    columns ``input_ids`` (a list of small ints per example) and ``label``."""
+
+    def __init__(self, split: datasets.Dataset, seq_len: int) -> None:
+        self.rows = ArrowRows(split, ("input_ids", "label"))
+        self.seq_len = seq_len
+
+    @property
+    def labels(self) -> np.ndarray:
+        return self.rows.column("label")
+
+    def __len__(self) -> int:
+        return len(self.rows)
 
     def __getitem__(self, index: int) -> dict[str, torch.Tensor]:
-        start = self.offsets[index]
-        stop = min(self.offsets[index + 1], start + self.seq_len)
-        return {
-            "input_ids": torch.from_numpy(self.values[start:stop].astype(np.int64)),
-            "label": torch.tensor(self.labels[index], dtype=torch.int64),
-        }
+        return {"input_ids": self.rows.get("input_ids", index, self.seq_len), "label": self.rows.get("label", index)}
 
 
 def majority_baseline(train_labels: Sequence[int] | np.ndarray, test_labels: Sequence[int] | np.ndarray) -> float:

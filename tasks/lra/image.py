@@ -25,7 +25,7 @@ from torch.utils.data import Dataset
 from tqdm import tqdm
 
 from tasks.base import TaskData, TaskError, TaskInfo
-from tasks.common import cached_splits, classification_task
+from tasks.common import ArrowRows, cached_splits, classification_task
 from tasks.lra.hub import local_or_hub
 
 HUB_IDS = ("uoft-cs/cifar10", "cifar10")
@@ -63,14 +63,13 @@ class PixelClassification(Dataset):
     """Items ``{"input_ids": grey pixels + 1 (int64), "label": int64 scalar}`` of a cached split."""
 
     def __init__(self, split: datasets.Dataset) -> None:
-        self.split = split.with_format("torch", columns=["pixels", "label"])
+        self.rows = ArrowRows(split, ("pixels", "label"))
 
     def __len__(self) -> int:
-        return len(self.split)
+        return len(self.rows)
 
     def __getitem__(self, index: int) -> dict[str, torch.Tensor]:
-        row = self.split[index]
-        return {"input_ids": row["pixels"].long() + 1, "label": row["label"].long()}
+        return {"input_ids": self.rows.get("pixels", index) + 1, "label": self.rows.get("label", index)}
 
 
 def to_grey(rgb: np.ndarray) -> np.ndarray:

@@ -20,7 +20,7 @@ import torch
 from torch.utils.data import Dataset
 
 from tasks.base import TaskData, TaskError, TaskInfo
-from tasks.common import cached_splits, classification_task, files_fingerprint
+from tasks.common import ArrowRows, cached_splits, classification_task, files_fingerprint
 from tasks.lra.text import byte_tokens, sequence_length, token_features
 
 FILES = {"train": "new_aan_pairs.train.tsv", "val": "new_aan_pairs.eval.tsv", "test": "new_aan_pairs.test.tsv"}
@@ -49,15 +49,16 @@ def read_pairs(path: Path) -> Iterator[tuple[int, bytes, bytes]]:
 class PairClassification(Dataset):
     """Items ``{"input_ids", "input_ids_2": int64 (<= seq_len), "label": int64 scalar}``."""
 
+    COLUMNS = ("input_ids", "input_ids_2", "label")
+
     def __init__(self, split: datasets.Dataset) -> None:
-        self.split = split.with_format("torch", columns=["input_ids", "input_ids_2", "label"])
+        self.rows = ArrowRows(split, self.COLUMNS)
 
     def __len__(self) -> int:
-        return len(self.split)
+        return len(self.rows)
 
     def __getitem__(self, index: int) -> dict[str, torch.Tensor]:
-        row = self.split[index]
-        return {key: row[key].long() for key in ("input_ids", "input_ids_2", "label")}
+        return {key: self.rows.get(key, index) for key in self.COLUMNS}
 
 
 def load(config: Mapping, data_dir: Path) -> TaskData:
