@@ -69,7 +69,7 @@ BAD_INPUT = [
                          "softmax, taylor"),
     (("-m", "method=softmax,favour"), "unknown method 'favour'; did you mean 'favor'? valid methods: favor, "),
     (("task=mqr",), "unknown task 'mqr'; did you mean 'mqar'? valid tasks: genomic_benchmarks, "),
-    (("point=cpu_mqar_64x5",), "unknown point 'cpu_mqar_64x5'; did you mean 'cpu_mqar_64x4'? valid points: "),
+    (("point=cpu_mqar_6x4",), "unknown point 'cpu_mqar_6x4'; did you mean 'cpu_mqar_64x4'? valid points: "),
     (("+state_size=favor_m46",), "unknown state_size 'favor_m46'; did you mean 'favor_m64'? valid state_sizes: "),
     (("method=linear", "method.impl=cuda"),
      "unknown impl 'cuda' for method 'linear'; valid: auto, naive, chunk, triton"),
