@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 from pathlib import Path
 
 import pytest
@@ -37,3 +38,16 @@ def make_config(tmp_path, data_dir):
         return OmegaConf.to_container(cfg, resolve=True)
 
     return make
+
+
+@pytest.fixture
+def sigint_handled():
+    """SIGINT with Python's usual handler for the test, and so the default in the processes it
+    starts. A shell starts background jobs with SIGINT ignored, an ignored signal stays ignored
+    across exec, and a run keeps an ignored signal ignored (as nohup asks): under such a job the ^C
+    case would not be the one under test."""
+    previous = signal.getsignal(signal.SIGINT)
+    if previous == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)

@@ -139,17 +139,6 @@ def test_checkpoint_settings_do_not_change_what_defines_a_run(data_dir, tmp_path
 
 # -- stopped, then resumed --------------------------------------------------------------------------
 
-@pytest.fixture
-def sigint_handled():
-    """SIGINT with Python's usual handler for the test. A shell starts background jobs with SIGINT
-    ignored, and a run keeps an ignored signal ignored (as nohup asks), so under such a job the ^C
-    case would not be the one under test."""
-    previous = signal.getsignal(signal.SIGINT)
-    if previous == signal.SIG_IGN:
-        signal.signal(signal.SIGINT, signal.default_int_handler)
-    yield
-    signal.signal(signal.SIGINT, previous)
-
 
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
 def test_a_signal_saves_a_checkpoint_of_that_step_and_the_rerun_ends_as_if_uninterrupted(

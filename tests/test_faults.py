@@ -70,7 +70,7 @@ def steps_shown(chunks: list[str]) -> int:
 
 @pytest.mark.parametrize("signum", [signal.SIGINT, pytest.param(signal.SIGTERM, marks=pytest.mark.slow)],
                          ids=["SIGINT", "SIGTERM"])
-def test_a_signal_mid_run_leaves_one_whole_interrupted_record(tmp_path, data_dir, signum):
+def test_a_signal_mid_run_leaves_one_whole_interrupted_record(tmp_path, data_dir, signum, sigint_handled):
     results = tmp_path / "results"
     process, chunks = start_long_run(tmp_path, data_dir, results)
     deadline = time.monotonic() + 240
