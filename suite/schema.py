@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from functools import cache
 from typing import Any, Literal, Optional
 
-from pydantic import BaseModel, ConfigDict, Field, NonNegativeFloat, NonNegativeInt, PositiveInt, create_model
+from pydantic import BaseModel, ConfigDict, Field, NonNegativeFloat, NonNegativeInt, PositiveInt, conlist, create_model
 
 from suite import modes
 from suite.metrics import Metric
@@ -155,8 +155,13 @@ TrainMetrics = create_model(
     __doc__="A train run's metrics: the train mode's declared ones, and how they were measured.",
     **metric_fields("train", "record"),
     baseline_name=(Optional[str], Field(None, description="what baseline_accuracy is (chance, majority class)")),
-    peak_memory_source=(Optional[str], Field(None, description="cuda_allocator or process_peak_rss")),
+    peak_memory_source=(Optional[str], Field(None, description=(
+        "cuda_allocator (the CUDA allocator's peak), or on the CPU rss_high_water_mark_above_built_run: the "
+        "peak resident set above the resident set once the model, optimizer and data were built "
+        "(process_peak_rss in records before it: the whole process's peak)"))),
     steps=(Optional[NonNegativeInt], None),
+    val_curve=(Optional[list[conlist(NonNegativeFloat, min_length=2, max_length=2)]], Field(
+        None, description="[step, validation accuracy] at every evaluation, in order")),
     best_step=(Optional[NonNegativeInt], None),
 )
 

@@ -245,7 +245,7 @@ def test_recall_is_read_against_copying_a_context_value_not_chance(tmp_path):
     records += [train("binder", seed=s, test=t, baseline=0.01) for s, t in enumerate((0.97, 0.98, 0.99))]
     page = build(tmp_path, records)
     baseline = re.search(r'<tr class="baseline">.*?</tr>', board_table(page), re.S).group(0)
-    assert "25.0%" in baseline and "a value from the context at random (1 / key-value pairs)" in baseline
+    assert "25.0%" in baseline and "a value from the context at random: 1 / key-value pairs" in baseline
     assert 'class="greyed' in row_html(page, "copier") and "≈ baseline" in row_html(page, "copier")
     assert "greyed" not in row_html(page, "binder")
 

@@ -37,6 +37,41 @@ def test_unreached_target_runs_every_step(make_config, monkeypatch):
     assert metrics["stopped_early"] is False and metrics["steps"] == config["budget"]["max_steps"]
 
 
+def test_the_record_keeps_the_validation_curve(make_config, monkeypatch):
+    values = [0.25, 0.5, 0.75, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0]
+    readings = iter(values)
+    monkeypatch.setattr(suite.modes.train.job, "evaluate", lambda *args, **kwargs: next(readings))
+    config = make_config("method=linear", "task=mqar")
+    metrics = train_record(config)["metrics"]
+    every, steps = config["budget"]["eval_every"], metrics["steps"]
+    expected_steps = [*range(every, steps + 1, every)] + ([steps] if steps % every else [])
+    assert [step for step, _ in metrics["val_curve"]] == expected_steps
+    assert [acc for _, acc in metrics["val_curve"]] == values[:len(expected_steps)]
+    assert metrics["val_accuracy"] == max(acc for _, acc in metrics["val_curve"])
+
+
+def test_cpu_memory_is_what_the_run_adds_not_the_process(make_config):
+    # The process holds torch, the data and the model (hundreds of MiB); a smoke run's steps add a
+    # few MiB. The figure is the growth above the built run, named as such.
+    from suite.hardware import rss_bytes
+
+    metrics = train_record(make_config("method=linear", "task=mqar", "device=cpu"))["metrics"]
+    assert metrics["peak_memory_source"] == "rss_high_water_mark_above_built_run"
+    assert 0 < metrics["peak_memory_bytes"] < rss_bytes() / 2
+
+
+def test_the_run_memory_sees_an_allocation_made_during_the_run():
+    import torch
+
+    from suite.hardware import RunMemory
+
+    memory = RunMemory(torch.device("cpu"))
+    block = torch.ones(64 * 2**20 // 4)  # 64 MiB, touched
+    peak = memory.stop()
+    del block
+    assert 0.9 * 64 * 2**20 <= peak <= 3 * 64 * 2**20
+
+
 @pytest.mark.parametrize("target", [1.5, 0, 0.0, -0.1, True, float("nan"), "0.9"])
 def test_target_outside_0_1_is_refused(make_config, target):
     config = make_config()
@@ -74,27 +109,29 @@ def test_train_record_carries_state_bytes_and_cpu_threads(make_config, method, e
 
 def test_baseline_verdict_clearly_above():
     verdict = baseline_verdict(0.9, 0.1, "majority class", 1000)
-    assert verdict.startswith("above the majority class baseline by 80.0 points")
+    assert verdict.startswith("test accuracy 90.0% is above the baseline of 10.0% (majority class) by 80.0 points")
 
 
 @pytest.mark.parametrize("accuracy, num_test", [(0.1, 1000), (0.05, 1000), (0.12, 100)])
 def test_baseline_verdict_not_clearly_above(accuracy, num_test):
     # 0.12 on 100 examples is within two standard errors (6.5 points) of 0.1.
     assert baseline_verdict(accuracy, 0.1, "chance", num_test) == (
-        "not above the chance baseline: nothing was learned at this budget")
+        f"test accuracy {100 * accuracy:.1f}% is not above the baseline of 10.0% (chance): "
+        "nothing was learned at this budget")
 
 
 def test_baseline_verdict_depends_on_the_test_size():
     # The same 2-point margin: within the noise of 100 examples, clear on 10,000.
-    assert baseline_verdict(0.12, 0.1, "chance", 100).startswith("not above")
-    assert baseline_verdict(0.12, 0.1, "chance", 10_000).startswith("above the chance baseline by 2.0 points")
+    assert " is not above " in baseline_verdict(0.12, 0.1, "chance", 100)
+    assert " is above the baseline of 10.0% (chance) by 2.0 points" in baseline_verdict(0.12, 0.1, "chance", 10_000)
 
 
 def test_baseline_verdict_is_none_without_the_numbers():
     assert baseline_verdict(None, 0.1, "chance", 100) is None
     assert baseline_verdict(0.5, None, "chance", 100) is None
     assert baseline_verdict(0.5, 0.1, "chance", 0) is None
-    assert baseline_verdict(0.9, 0.1, None, 100).startswith("above the baseline by 80.0 points")
+    verdict = baseline_verdict(0.9, 0.1, None, 100)
+    assert verdict.startswith("test accuracy 90.0% is above the baseline of 10.0% by 80.0")
 
 
 def test_summary_ends_with_the_verdict():
@@ -103,6 +140,7 @@ def test_summary_ends_with_the_verdict():
         "task": {"name": "mqar", "num_test": 1000}, "config": {"budget": {"name": "smoke"}},
         "metrics": {"test_accuracy": 0.1, "baseline_accuracy": 0.1, "baseline_name": "chance"},
     }
-    assert summary(record).splitlines()[-1] == "not above the chance baseline: nothing was learned at this budget"
+    assert summary(record).splitlines()[-1] == (
+        "test accuracy 10.0% is not above the baseline of 10.0% (chance): nothing was learned at this budget")
     record["task"]["num_test"] = None  # no test size: no verdict
     assert "nothing was learned" not in summary(record)

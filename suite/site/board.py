@@ -279,7 +279,7 @@ class Baseline:
     name: str
 
 
-IN_CONTEXT_GUESS = "a value from the context at random (1 / key-value pairs)"
+IN_CONTEXT_GUESS = "a value from the context at random: 1 / key-value pairs"
 
 
 def board_baseline(run: Run) -> Baseline | None:

@@ -105,7 +105,7 @@ def load(config: Mapping, data_dir: Path) -> TaskData:
         num_classes=vocab_size + ID_SHIFT,  # a prediction is a token id
         target="token",
         metric="accuracy",
-        baseline_name="a value from the context at random (1 / key-value pairs)",
+        baseline_name="a value from the context at random: 1 / key-value pairs",
         extra={"num_kv_pairs": num_kv_pairs, "num_values": num_values, "power_a": float(power_a)},
     )
     return TaskData(info=info, train=TokenTargets(splits["train"]), val=TokenTargets(splits["val"]),

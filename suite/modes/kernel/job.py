@@ -13,9 +13,8 @@ from collections.abc import Mapping
 
 import torch
 
-from suite.hardware import cpu_threads
+from suite.hardware import cpu_threads, high_water_mark_usable
 from suite.modes.kernel import report
-from suite.modes.kernel.measure import high_water_mark_usable
 from suite.modes.kernel.sweep import run_sweep
 from suite.run import JobResult, Outcome
 

@@ -16,20 +16,14 @@ miss peaks shorter than that.
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
-import re
 import statistics
-import threading
 import time
 from collections.abc import Callable
-from pathlib import Path
 
 import torch
 
-from suite.hardware import reset_peak_rss
+from suite.hardware import ResidentGrowth
 
-STATUS_FILE = Path("/proc/self/status")
 SAMPLE_INTERVAL_S = 1e-3
 
 
@@ -73,68 +67,14 @@ def spread(times: list[float]) -> dict:
 
 
 # -- CPU memory -------------------------------------------------------------------------------------
-def _status_kib(field: str) -> int:
-    match = re.search(rf"^{field}:\s+(\d+) kB", STATUS_FILE.read_text(), re.MULTILINE)
-    if match is None:
-        raise OSError(f"{field} not in {STATUS_FILE}")
-    return int(match.group(1))
-
-
-def _malloc_trim() -> None:
-    """Hand free heap pages back to the system (glibc), so reusing them counts as new residency."""
-    name = ctypes.util.find_library("c")
-    libc = ctypes.CDLL(name) if name else None
-    if libc is not None and hasattr(libc, "malloc_trim"):
-        libc.malloc_trim(0)
-
-
-def high_water_mark_usable() -> bool:
-    """Whether this process can reset and read its peak resident set (Linux /proc)."""
-    try:
-        return reset_peak_rss() and _status_kib("VmHWM") >= 0
-    except OSError:
-        return False
-
-
-def _rss_bytes() -> int:
-    import resource
-
-    try:
-        return _status_kib("VmRSS") * 1024
-    except OSError:  # no /proc: the best portable figure is the process peak so far
-        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-
-
-class _RssSampler(threading.Thread):
-    """Samples the resident set until stopped; ``peak`` is the largest sample."""
-
-    def __init__(self) -> None:
-        super().__init__(daemon=True)
-        self.peak = _rss_bytes()
-        self.stopped = threading.Event()
-
-    def run(self) -> None:
-        while not self.stopped.wait(SAMPLE_INTERVAL_S):
-            self.peak = max(self.peak, _rss_bytes())
-
-
 def cpu_peak_memory(fn: Callable[[], object]) -> tuple[int, str]:
     """Peak resident memory growth (bytes) during one call of ``fn``, and how it was measured."""
-    _malloc_trim()
-    if high_water_mark_usable():
-        before = _status_kib("VmRSS")
-        reset_peak_rss()
-        fn()
-        return max(0, _status_kib("VmHWM") - before) * 1024, "process_rss_high_water_mark"
-    before = _rss_bytes()
-    sampler = _RssSampler()
-    sampler.start()
+    growth = ResidentGrowth(sample_interval=SAMPLE_INTERVAL_S)
     try:
         fn()
     finally:
-        sampler.stopped.set()
-        sampler.join()
-    return max(0, max(sampler.peak, _rss_bytes()) - before), "process_rss_sampled_1ms"
+        peak = growth.stop()
+    return peak, f"process_{growth.source}"
 
 
 def call_peak_memory(fn: Callable[[], object], device: torch.device) -> tuple[int, str]:

@@ -19,7 +19,7 @@ import tasks
 from methods.base import AttentionMethod
 from suite import checkpoint, logger, records
 from suite.data import capped, collate, real_tokens
-from suite.hardware import reset_peak_rss, run_peak_memory, synchronize
+from suite.hardware import RunMemory, synchronize
 from suite.metrics import format_value
 from suite.model import build_model, token_loss
 from suite.modes.train import RECORD_METRICS
@@ -42,12 +42,12 @@ def correct_and_count(logits: torch.Tensor, labels: torch.Tensor) -> tuple[int, 
     return int((logits.argmax(-1) == labels).sum()), labels.numel()
 
 
-def check_memory_cap(cap: int | None, device: torch.device) -> None:
+def check_memory_cap(cap: int | None, memory: RunMemory) -> None:
     """Raise MemoryError (recorded as status oom) once the run's peak memory is above ``cap``."""
     if cap is not None:
-        peak, source = run_peak_memory(device)
+        peak = memory.peak()
         if peak > cap:
-            raise MemoryError(f"peak memory {peak} bytes ({source}) above memory_cap_bytes={cap}")
+            raise MemoryError(f"peak memory {peak} bytes ({memory.source}) above memory_cap_bytes={cap}")
 
 
 def autocast(device: torch.device):
@@ -100,14 +100,12 @@ def train(config: Mapping, data: TaskData, device: torch.device) -> tuple[Outcom
         name: DataLoader(split, batch_size=budget["batch_size"], collate_fn=collate)
         for name, split in (("val", data.val), ("test", data.test))
     }
-    if device.type == "cuda":
-        torch.cuda.reset_peak_memory_stats(device)
-
     outcome = Outcome()
     step_times: list[float] = []
     tokens = correct = scored = 0
     best_val, best_step, best_state = -1.0, 0, None
     last_finite_loss = None
+    val_curve: list[list] = []  # [step, validation accuracy] at every evaluation: where a plateau shows
     batches = iter(())
     step = 0
     # The data order is the shuffling generator at the start of the epoch plus the batches used since.
@@ -120,10 +118,11 @@ def train(config: Mapping, data: TaskData, device: torch.device) -> tuple[Outcom
         return {"model": model.state_dict(), "optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(),
                 "rng": checkpoint.rng_states(device), "epoch_start": epoch_start, "epoch_batches": epoch_batches,
                 "counters": {"step": step, "tokens": tokens, "correct": correct, "scored": scored,
-                             "last_finite_loss": last_finite_loss, "step_times": step_times,
+                             "last_finite_loss": last_finite_loss, "step_times": step_times, "val_curve": val_curve,
                              "train_wall_time_s": time.perf_counter() - started},
                 "best": {"val": best_val, "step": best_step, "state": best_state}}
 
+    memory = RunMemory(device)  # from here on: what the run adds to the built model and data
     found = checkpoint.latest(saves_to, config_hash) if config.get("resume", True) else None
     if found is not None:
         path, saved = found
@@ -133,6 +132,7 @@ def train(config: Mapping, data: TaskData, device: torch.device) -> tuple[Outcom
         counters, best = saved["counters"], saved["best"]
         step, tokens, correct, scored = counters["step"], counters["tokens"], counters["correct"], counters["scored"]
         last_finite_loss, step_times = counters["last_finite_loss"], counters["step_times"]
+        val_curve = counters.get("val_curve", [])
         started = time.perf_counter() - counters["train_wall_time_s"]
         best_val, best_step, best_state = best["val"], best["step"], best["state"]
         epoch_start, epoch_batches = saved["epoch_start"], saved["epoch_batches"]
@@ -172,7 +172,7 @@ def train(config: Mapping, data: TaskData, device: torch.device) -> tuple[Outcom
                 optimizer.zero_grad(set_to_none=True)
                 synchronize(device)
                 step_times.append(time.perf_counter() - t0)
-                check_memory_cap(cap, device)
+                check_memory_cap(cap, memory)
                 step += 1
                 last_finite_loss = loss.item()
                 tokens += real_tokens(batch)
@@ -186,6 +186,7 @@ def train(config: Mapping, data: TaskData, device: torch.device) -> tuple[Outcom
                 if step % budget["eval_every"] == 0 or step == total_steps:
                     val = evaluate(model, eval_loader["val"], device, budget["eval_batches"])
                     logger.current().log({"val/accuracy": val}, step=step)
+                    val_curve.append([step, val])
                     if val > best_val:
                         best_val, best_step = val, step
                         best_state = copy.deepcopy({k: v.detach().cpu() for k, v in model.state_dict().items()})
@@ -208,7 +209,6 @@ def train(config: Mapping, data: TaskData, device: torch.device) -> tuple[Outcom
             val_accuracy=best_val,
             best_step=best_step,
         )
-    memory, memory_source = run_peak_memory(device)
     outcome.metrics.update(
         baseline_accuracy=data.baseline,
         baseline_name=data.info.baseline_name,
@@ -219,8 +219,9 @@ def train(config: Mapping, data: TaskData, device: torch.device) -> tuple[Outcom
         train_tokens_per_s=tokens / sum(step_times) if step_times else None,
         median_step_time_s=statistics.median(step_times) if step_times else None,
         stopped_early=step < total_steps and outcome.status == "ok",
-        peak_memory_bytes=memory,
-        peak_memory_source=memory_source,
+        peak_memory_bytes=memory.stop(),
+        peak_memory_source=memory.source,
+        val_curve=val_curve,
         param_count=param_count,
         cpu_threads=torch.get_num_threads() if device.type == "cpu" else None,
         train_wall_time_s=time.perf_counter() - started,
@@ -270,8 +271,6 @@ def recurrent_state_bytes(model: torch.nn.Module, seq_len: int) -> int:
 def job(config: Mapping, device: torch.device) -> JobResult:
     """mode=train: train on the task, test at the best validation step."""
     tasks.loader(config["task"]["name"])  # unknown task: fail before any work
-    # A job in a multirun is not charged with the peak of the jobs before it (Linux).
-    reset_peak_rss()
     data = load_data(config)
     resolved = None
     try:
@@ -316,9 +315,9 @@ def baseline_verdict(accuracy: float | None, baseline: float | None, name: str |
     than two binomial standard errors of an accuracy measured on ``num_test`` examples."""
     if accuracy is None or baseline is None or not num_test:
         return None
-    which = f"the {name} baseline" if name else "the baseline"  # not "the baseline baseline"
+    which = f"the baseline of {100 * baseline:.1f}%" + (f" ({name})" if name else "")
     two_se = 2 * math.sqrt(max(accuracy * (1 - accuracy), 1e-12) / num_test)
     if accuracy - two_se > baseline:
-        return (f"above {which} by {100 * (accuracy - baseline):.1f} points "
+        return (f"test accuracy {100 * accuracy:.1f}% is above {which} by {100 * (accuracy - baseline):.1f} points "
                 f"(two standard errors of the test accuracy: {100 * two_se:.1f})")
-    return f"not above {which}: nothing was learned at this budget"
+    return f"test accuracy {100 * accuracy:.1f}% is not above {which}: nothing was learned at this budget"
