@@ -71,6 +71,10 @@ class AttentionMethod(nn.Module):
     denominator_eps: ClassVar[float] = 0.0
     #: What the fidelity mode adds about this method's errors (e.g. that it estimates another kernel).
     fidelity_note: ClassVar[str | None] = None
+    #: How the time of the parallel form grows with the sequence length N: "N^2" (exact attention
+    #: over the whole context), "N log N" or "N" (the substitutes). The board names the best
+    #: sub-quadratic method of each point from it.
+    time_in_length: ClassVar[str] = "N"
 
     def __init__(self, head_dim: int, impl: str = "auto", **options: Any) -> None:
         super().__init__()

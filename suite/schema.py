@@ -68,6 +68,7 @@ class Method(Block):
     impl: Optional[str] = None
     params: Optional[dict] = Field(None, description="the options as requested")
     resolved: Optional[dict] = Field(None, description="the options as used")
+    time_in_length: Optional[str] = Field(None, description="the parallel form's time against N: N^2, N log N, N")
 
 
 class Task(Block):

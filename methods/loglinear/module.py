@@ -44,6 +44,7 @@ GATE_BIAS_INIT = math.log(255.0)
 @register
 class LogLinearAttention(AttentionMethod):
     name = "loglinear"
+    time_in_length = "N log N"  # one state per Fenwick level, log N of them
     impls = ("naive", "chunk", "triton")
     cpu_default = "chunk"
     denominator_eps = DENOMINATOR_EPS

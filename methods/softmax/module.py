@@ -16,6 +16,7 @@ class SoftmaxAttention(AttentionMethod):
     name = "softmax"
     impls = ("naive", "sdpa")
     cpu_default = "sdpa"
+    time_in_length = "N^2"
     fidelity_note = ("softmax is the exact reference, evaluated in float32 as the method computes it: its errors "
                      "are float32 rounding, the floor under every other method.")
 
