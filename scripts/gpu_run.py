@@ -174,7 +174,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--dry-run", action="store_true", help="tiny shapes on the CPU, Triton interpreted")
     parser.add_argument("--out", help="folder for gpu_run.json and summary.txt (default .cache/gpu_run/<time>)")
-    parser.add_argument("--results-dir", default=str(REPO / "results"), help="where the training records go")
+    parser.add_argument("--results-dir", help="where the kernel and training records go (default: the repository's "
+                        "results/; with --dry-run, <out>/results, so that a dry run never adds to the board)")
     parser.add_argument("--budget-s", type=float, default=480.0, help="the whole run's time (default 8 minutes)")
     args = parser.parse_args()
     if args.dry_run:
@@ -192,6 +193,8 @@ def main() -> int:
     stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     out = Path(args.out) if args.out else REPO / ".cache" / "gpu_run" / stamp
     out.mkdir(parents=True, exist_ok=True)
+    if args.results_dir is None:
+        args.results_dir = str(out / "results" if args.dry_run else REPO / "results")
     device = torch.device("cpu" if args.dry_run else "cuda")
     report = {"created": stamp, "dry_run": args.dry_run, "budget_s": args.budget_s,
               "properties": device_properties(device), "env": env.capture(device, seed=0)}

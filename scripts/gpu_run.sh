@@ -7,7 +7,8 @@
 #   scripts/gpu_run.sh --build-wheels wheels/        # pip download + pip wheel, about 150 MB
 # Copy the repository and wheels/ to the GPU host (no network there), then:
 #   scripts/gpu_run.sh --wheels wheels/              # a venv over the host's torch/triton, filled from wheels/
-#   scripts/gpu_run.sh --dry-run                     # the same stages on the CPU, tiny shapes (tested)
+#   scripts/gpu_run.sh --dry-run                     # the same stages on the CPU, tiny shapes (tested); its
+#                                                    # records go under its --out folder, never results/
 # Other arguments go to scripts/gpu_run.py (--out, --results-dir, --budget-s).
 set -euo pipefail
 cd "$(dirname "$0")/.."

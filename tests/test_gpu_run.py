@@ -15,14 +15,31 @@ import methods
 REPO = Path(__file__).resolve().parents[1]
 
 
+def dry_run_records_in_results() -> set[str]:
+    """Records under results/ of the budgets a dry run uses (smoke training, dry_run kernel grid);
+    a board sweep running beside the tests may add records of its own there."""
+    found = set()
+    for path in (REPO / "results").rglob("*.json"):
+        try:
+            budget = json.loads(path.read_text())["config"]["budget"]["name"]
+        except (ValueError, KeyError, TypeError):
+            continue
+        if budget in ("smoke", "dry_run"):
+            found.add(str(path))
+    return found
+
+
 def test_dry_run_checks_times_trains_and_summarises(tmp_path):
-    out, results = tmp_path / "run", tmp_path / "results"
+    # No --results-dir: a dry run's records go under its --out folder and results/ stays as it was.
+    out, results = tmp_path / "run", tmp_path / "run" / "results"
     environment = {**os.environ, "PYTHON": sys.executable, "SUITE_DATA_DIR": str(tmp_path / "data")}
+    before = dry_run_records_in_results()
     done = subprocess.run(
-        ["bash", "scripts/gpu_run.sh", "--dry-run", "--out", str(out), "--results-dir", str(results)],
+        ["bash", "scripts/gpu_run.sh", "--dry-run", "--out", str(out)],
         cwd=REPO, env=environment, capture_output=True, text=True, timeout=600,
     )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert dry_run_records_in_results() == before
     report = json.loads((out / "gpu_run.json").read_text())
     assert report["dry_run"] and report["properties"]["name"] == "cpu" and report["env"]["torch"]
     # Every Triton method checked against its naive path, and the shared core, all passing.
