@@ -1,4 +1,4 @@
-"""The contract every attention method honours (see DESIGN.md, "Contracts other code relies on").
+"""The contract every attention method honours (DESIGN.md, "A method").
 
 ``module(q, k, v, causal=False)`` takes q, k of shape (batch, heads, N, D) and v of shape
 (batch, heads, N, E) and returns (batch, heads, N, E) in the dtype of q. Each method lists the

@@ -1,4 +1,4 @@
-"""Result records: one JSON file per run, the leaderboard's only input (DESIGN.md, "Result record").
+"""Result records: one JSON file per run, the leaderboard's only input (DESIGN.md, "The record").
 
 A record is written to a temporary file in its destination folder, flushed to disk, then renamed
 over its final name, so a reader (or a crash) never sees half a record. The writer and the reader

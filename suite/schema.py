@@ -1,4 +1,4 @@
-"""The schema of a result record: one pydantic model per record kind (DESIGN.md, "Result record"),
+"""The schema of a result record: one pydantic model per record kind (DESIGN.md, "The record"),
 used by the writer and the reader (suite/records.py) and by the site, and published with the site
 as JSON Schema so that others can check a record before submitting it.
 
