@@ -4,9 +4,9 @@
                                        [--plot docs/site_plot.png] [--section kernel]
 
 Builds the site from --results into a temporary folder (site/_build is left alone), opens it from
-disk (file://) and saves the board's page and the first figure of --section (a mode's section of
-the plots page), drawn live, with the tooltip of a point it hovers. Needs chromium,
-chromium-driver and selenium (see suite/site/browser.py).
+disk (file://) and saves the board's first screen in a 1,400 x 900 window (its figures drawn live)
+and the first figure of --section (a mode's section of the plots page), drawn live, with the
+tooltip of a point it hovers. Needs chromium, chromium-driver and selenium (see suite/site/browser.py).
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ def take(results: Path, board_png: Path, plot_png: Path, section: str) -> None:
         out = build_site(results, Path(tmp) / "site").out_dir
         with chromium(width=1400, height=900) as driver:
             driver.get((out / "index.html").resolve().as_uri())
+            WebDriverWait(driver, 120).until(lambda d: d.execute_script(LIVE))  # the first screen's figures, live
             driver.save_screenshot(str(board_png))
             driver.get((out / "plots.html").resolve().as_uri())
             WebDriverWait(driver, 120).until(lambda d: d.execute_script(LIVE))

@@ -36,7 +36,8 @@ def train_record(method: str, task: str, seed: int, accuracy: float | None, stat
               "budget": {"name": budget, "max_steps": 100, "batch_size": 8, "lr": 1e-3},
               "mode": {"name": "train"}, "seed": seed, "device": "auto"}
     metrics = {"train_tokens_per_s": 1000.0 * (2 if method == "linear" else 1), "peak_memory_bytes": 2**20,
-               "peak_memory_source": "process_peak_rss", "median_step_time_s": 0.1, "baseline_accuracy": 0.1}
+               "peak_memory_source": "rss_high_water_mark_above_built_run", "median_step_time_s": 0.1,
+               "baseline_accuracy": 0.1}
     if accuracy is not None:
         metrics.update(test_accuracy=accuracy, val_accuracy=accuracy)
     return new_record("train", config=config, config_hash=f"{method}{task}{seed}",

@@ -29,29 +29,39 @@ def train(method: str = "softmax", task: str = "mqar", *, seed: int = 0, lr: flo
           val: float | None = None, budget: str = "cpu", seq_len: int = 64, pairs: int | None = 4,
           created: str = "2026-12-01T10:00:00Z", status: str = "ok", baseline: float = 0.01,
           baseline_name: str = "chance", tokens: float = 1000.0, state: int = 32768, options: dict | None = None,
-          steps: int = 100) -> dict:
-    """A train record of the CPU board's shape, with made-up numbers."""
+          steps: int = 100, max_steps: int = 2000, stopped: bool = True, memory: int = 2**20,
+          memory_source: str = "rss_high_water_mark_above_built_run", curve: list | None = None,
+          best_step: int | None = None, commit: str = "c0ffee0", dirty: bool = False, time: str | None = None,
+          d_model: int = 64) -> dict:
+    """A train record of the CPU board's shape, with made-up numbers (``time``: the method's
+    time_in_length; ``curve``: its val_curve)."""
     task_block = {"name": task, "seq_len": seq_len} | ({"num_kv_pairs": pairs} if pairs is not None else {})
     config = {
         "method": {"name": method, "impl": "auto", "options": options or {}},
         "task": dict(task_block),
-        "budget": {"name": budget, "max_steps": 2000, "batch_size": 64, "lr": lr, "num_train": 20000,
+        "budget": {"name": budget, "max_steps": max_steps, "batch_size": 64, "lr": lr, "num_train": 20000,
                    "num_val": 500, "num_test": 1000, "target_val_accuracy": 0.99, "weight_decay": 0.1,
                    "warmup_steps": 100},
-        "model": {"name": "hybrid", "d_model": 64, "num_layers": 2, "num_heads": 1, "mixers": ["conv", "attention"],
-                  "position": "none", "mlp": False},
+        "model": {"name": "hybrid", "d_model": d_model, "num_layers": 2, "num_heads": 1,
+                  "mixers": ["conv", "attention"], "position": "none", "mlp": False},
         "protocol": {"name": "lr_sweep", "lrs": list(LRS), "seeds": [0, 1, 2]},
         "mode": {"name": "train"}, "seed": seed, "device": "auto",
     }
     metrics = {"baseline_accuracy": baseline, "baseline_name": baseline_name, "steps": steps,
-               "stopped_early": False, "train_tokens_per_s": tokens, "peak_memory_bytes": 2**20,
-               "state_bytes": state, "median_step_time_s": 0.01}
+               "stopped_early": stopped, "train_tokens_per_s": tokens, "peak_memory_bytes": memory,
+               "peak_memory_source": memory_source, "state_bytes": state, "median_step_time_s": 0.01}
     if test is not None:
         metrics |= {"test_accuracy": test, "val_accuracy": test if val is None else val}
-    digest = f"{method}-{task}-{seq_len}-{pairs}-{budget}-{lr}-{seed}-{sorted((options or {}).items())}"
-    record = new_record("train", config=config, config_hash=digest, method={"name": method, "impl": "auto"},
-                        task=task_block, metrics=metrics, status=status,
-                        env={"device": "cpu", "device_name": "test cpu", "seed": seed})
+    if curve is not None:
+        metrics["val_curve"] = curve
+    if best_step is not None:
+        metrics["best_step"] = best_step
+    digest = f"{method}-{task}-{seq_len}-{pairs}-{budget}-{lr}-{seed}-{d_model}-{sorted((options or {}).items())}"
+    method_block = {"name": method, "impl": "auto"} | ({"time_in_length": time} if time else {})
+    record = new_record("train", config=config, config_hash=digest, method=method_block,
+                        task=task_block | {"family": "recall" if pairs else "lra"}, metrics=metrics, status=status,
+                        env={"device": "cpu", "device_name": "test cpu", "seed": seed, "git_commit": commit,
+                             "git_dirty": dirty})
     record["created"] = created
     return record
 
@@ -103,7 +113,7 @@ def test_reruns_of_one_seed_count_once(tmp_path):
 def test_chosen_lr_is_shown_with_every_rate_tried(tmp_path):
     cell = row_html(build(tmp_path, sweep_records()), "softmax")
     assert "lr 3e-3" in cell
-    assert "1e-3: 45.2%" in cell and "<b>3e-3: 99.1%</b>" in cell and "1e-2: 12.0%" in cell
+    assert "1e-3: 45.2%" in cell and "<b class=\"rate\">3e-3: 99.1%</b>" in cell and "1e-2: 12.0%" in cell
 
 
 def test_only_the_chosen_rate_is_averaged(tmp_path):
@@ -128,7 +138,7 @@ def test_baseline_row_heads_the_board(tmp_path):
     baseline = re.search(r'<tr class="baseline">.*?</tr>', board, re.S).group(0)
     assert "25.0%" in baseline and "majority class" in baseline
     assert board.index('class="baseline"') < board.index('data-value="softmax"')  # above the methods
-    assert ">listops_short (hybrid)<" in board
+    assert '>listops_short<span class="config">hybrid</span></th>' in board  # the point in two lines
 
 
 def test_cells_not_clearly_above_baseline_are_greyed_and_marked(tmp_path):
@@ -141,7 +151,7 @@ def test_cells_not_clearly_above_baseline_are_greyed_and_marked(tmp_path):
     assert 'class="greyed' in single and "n=1: untested" in single and "n ≥ 2" in single
     assert "greyed" not in clear and "≈ baseline" not in clear and "untested" not in clear
     assert "Clearly above baseline: mean − 2·SE = 89.8% &gt; baseline 25.0%" in clear
-    assert "mean − 2·SE &gt; baseline" in page.split("<table", 1)[0]  # the rule, in the board's notes
+    assert "mean − 2·SE &gt; baseline" in section(page, "How to read the board")  # the rule, in the notes
 
 
 def test_budget_table_says_what_a_run_does(tmp_path):
@@ -174,12 +184,14 @@ def mqar_board(methods: list[str]) -> list[dict]:
 def test_mqar_figures_are_on_the_board(tmp_path):
     page = build(tmp_path, mqar_board(["softmax", "linear"]))
     plots = section(page, "Plots of the board")
-    assert "MQAR: test acc vs key-value pairs on the hybrid model, cpu budget, cpu" in plots
+    first = page.split('<table class="board', 1)[0]  # the first screen, before the tables
+    assert "MQAR: test acc vs key-value pairs on the hybrid model, cpu budget, cpu" in first
+    assert "key-value pairs on the hybrid" not in plots  # shown once, at the top
     for point in ("mqar 64·4 pairs (hybrid)", "mqar 128·8 pairs (hybrid)", "mqar 128·16 pairs (hybrid)"):
         assert f"{point}: test acc vs state size" in plots
     assert "MQAR: test acc vs train throughput" in plots and "listops_short (hybrid): test acc vs train" in plots
     assert "key-value pairs on" not in plots.split("listops_short (hybrid): test acc")[1]  # no recall plot of it
-    assert "Marker area is proportional to peak memory" in plots
+    assert "Marker area is proportional to the run&#39;s own peak memory" in plots
     rows = board_rows(load_runs(tmp_path / "results")[0])
     figures = {f.title.split(",")[0]: f for f in board_figures(rows, board_columns(rows))}
     for figure in figures.values():
@@ -290,3 +302,39 @@ def test_fidelity_headline_at_one_length_and_feature_count(tmp_path):
     favor = re.search(r'<th scope="row">favor</th>.*?</tr>', table, re.S).group(0)
     assert "<td>256</td>" in favor and ">0.0625<" in favor  # 1 / sqrt(256): the mean over queries
     assert "Fidelity to softmax" not in build(tmp_path / "b", [train()])
+
+
+# The CPU board's shape (conf/experiment/leaderboard_cpu.yaml, recall_state_cpu.yaml): every method at
+# three MQAR points and ListOps short at its default state, and at the state-bound point (64, 16) at
+# more state sizes; each cell a 3-rate sweep at seed 0, then seeds 1 and 2.
+CPU_METHODS = ("softmax", "linear", "favor", "taylor", "loglinear", "hedgehog", "sliding_window")
+CPU_STATES = {"softmax": [{"d_model": 16}, {"d_model": 32}], "linear": [{"d_model": 16}, {"d_model": 32}],
+              "loglinear": [{"d_model": 16}, {"d_model": 32}], "favor": [{"num_features": 16}, {"num_features": 64}],
+              "taylor": [{"feature_dim": 4}, {"feature_dim": 8}], "hedgehog": [{"feature_dim": 8}, {"feature_dim": 16}],
+              "sliding_window": [{"window": 8}, {"window": 16}, {"window": 32}]}
+
+
+def cpu_cell(method: str, accuracy: float, *, curves: bool = False, **kw) -> list[dict]:
+    """A sweep at seed 0 (3e-3 chosen) and seeds 1 and 2, about ``accuracy``."""
+    def one(seed: int, lr: float, acc: float, created: str = "2026-12-01T10:00:00Z") -> dict:
+        rising = [[s, min(acc, 0.25 + s / 2000)] for s in range(100, 2001, 100)]
+        extra = {"curve": rising, "best_step": 1800} if curves else {}
+        return train(method, seed=seed, lr=lr, test=acc, val=acc, created=created, steps=2000, stopped=False,
+                     **extra, **kw)
+    return [one(0, 1e-3, accuracy * 0.8), one(0, 3e-3, accuracy), one(0, 1e-2, accuracy * 0.5),
+            one(1, 3e-3, accuracy * 0.99), one(2, 3e-3, min(accuracy * 1.01, 1.0))]
+
+
+def cpu_board() -> list[dict]:
+    records = []
+    for i, method in enumerate(CPU_METHODS):
+        time = "N^2" if method == "softmax" else "N"
+        for pairs in (4, 8, 16):
+            records += cpu_cell(method, 0.99 - 0.05 * i * pairs / 16, pairs=pairs, time=time, curves=i == 0,
+                                state=4096 * (i + 1), tokens=1000.0 * (i + 1), memory=2**20 * (i + 1))
+        records += cpu_cell(method, 0.45, task="listops_short", pairs=None, baseline=0.17, time=time)
+        for k, sizes in enumerate(CPU_STATES[method]):
+            options = {key: v for key, v in sizes.items() if key != "d_model"}
+            records += cpu_cell(method, 0.9 - 0.2 * (k + 1), pairs=16, time=time, options=options,
+                                d_model=sizes.get("d_model", 64), state=1024 * (k + 1) * (i + 1))
+    return records

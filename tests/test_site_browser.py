@@ -1,7 +1,8 @@
 """The built site in real headless Chromium, opened from disk: no console errors, a click on a
 column header sorts the board, the filters hide rows, every figure is drawn live (vega-embed from
 the build's assets) in place of its static SVG, hovering a point shows its values, a legend click
-shows one series alone, links resolve.
+shows one series alone, links resolve; a board of the CPU board's shape fits a 1,400-pixel window
+without horizontal scrolling and shows its first figure above its first table.
 
 Marked `external` (it needs Debian's chromium and chromium-driver): .ci/run installs them and runs
 these tests after the default run. Never skipped: without Chromium, its driver or selenium it fails
@@ -16,9 +17,11 @@ import pytest
 from selenium.webdriver.common.action_chains import ActionChains
 from selenium.webdriver.support.ui import WebDriverWait
 
+from suite.records import write_record
 from suite.site import build_site
 from suite.site.browser import chromium, console_errors
 from tests.test_site import write_fixture_results
+from tests.test_site_board import cpu_board
 
 pytestmark = pytest.mark.external
 
@@ -35,26 +38,32 @@ def site(tmp_path_factory) -> Path:
     return build_site(write_fixture_results(root / "results"), root / "out").out_dir
 
 
-def board_values(driver, column: int) -> list[str]:
-    """The data-value of ``column`` in each row of our part of the board, top to bottom."""
+def board_values(driver, table, column: int) -> list[str]:
+    """The data-value of ``column`` in each row of our part of a board table, top to bottom."""
     return driver.execute_script(
-        "return Array.from(document.querySelectorAll('table.board > tbody:not(.reference) > tr'))"
-        ".map(r => r.children[arguments[0]].dataset.value)", column)
+        "return Array.from(arguments[0].querySelectorAll(':scope > tbody:not(.reference) > tr'))"
+        ".map(r => r.children[arguments[1]].dataset.value)", table, column)
 
 
 def test_board_renders_sorts_and_filters(browser, site, tmp_path):
     browser.get((site / "index.html").as_uri())
     assert console_errors(browser) == []
-    headers = browser.find_elements("css selector", "table.board thead th")
+    lra = next(t for t in browser.find_elements("css selector", "table.board") if "listops" in t.text)
+    headers = lra.find_elements("css selector", "thead th")
     listops = next(i for i, th in enumerate(headers) if th.text.startswith("listops"))
-    # Rows by method name: the script-named one (no ListOps run), linear, softmax.
-    assert board_values(browser, listops) == ["", "32.0000", "45.0000"]
+    # Rows in methods.CANONICAL_ORDER, then by name; the script-named method ran no LRA task.
+    assert board_values(browser, lra, listops) == ["45.0000", "32.0000"]
     headers[listops].click()
-    assert board_values(browser, listops) == ["32.0000", "45.0000", ""]  # a missing value sorts last
+    assert board_values(browser, lra, listops) == ["32.0000", "45.0000"]
     assert headers[listops].get_attribute("aria-sort") == "ascending"
     headers[listops].click()
-    assert board_values(browser, listops) == ["45.0000", "32.0000", ""]
+    assert board_values(browser, lra, listops) == ["45.0000", "32.0000"]
     assert headers[listops].get_attribute("aria-sort") == "descending"
+    mqar = next(t for t in browser.find_elements("css selector", "table.board") if "listops" not in t.text)
+    mqar_head = mqar.find_elements("css selector", "thead th")
+    assert board_values(browser, mqar, 1) == ["90.0000", "80.0000", "50.0000"]
+    mqar_head[1].click()  # a row with no value would sort last; each table sorts on its own
+    assert board_values(browser, mqar, 1) == ["50.0000", "80.0000", "90.0000"]
     # The published rows sort among themselves, under their label: Reformer has LRA's best ListOps.
     reference_rows = browser.find_elements("css selector", "tbody.reference tr")
     assert "Reported by the paper" in reference_rows[0].text and reference_rows[1].text.startswith("Reformer")
@@ -164,3 +173,37 @@ def test_run_page_links_resolve_offline(browser, site):
     browser.find_element("link text", "raw record (JSON)").click()
     assert '"schema": 1' in browser.find_element("tag name", "body").text
     assert console_errors(browser) == []
+
+
+@pytest.fixture(scope="module")
+def cpu_site(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("cpu-site")
+    for record in cpu_board():
+        write_record(record, root / "results")
+    return build_site(root / "results", root / "out").out_dir
+
+
+def test_the_board_fits_1400_pixels_and_leads_with_its_figures(browser, cpu_site, tmp_path):
+    browser.set_window_size(1400, 900)
+    try:
+        browser.get((cpu_site / "index.html").as_uri())
+        WebDriverWait(browser, 60).until(all_figures_live)
+        inner, scroll = browser.execute_script(
+            "return [window.innerWidth, document.documentElement.scrollWidth]")
+        assert inner <= 1400 and scroll <= inner, (inner, scroll)  # no horizontal scrolling
+        figure_top, table_top, tables = browser.execute_script(
+            "const top = e => e.getBoundingClientRect().top + window.scrollY;"
+            "return [top(document.querySelector('figure.chart-figure')), top(document.querySelector('table.board')),"
+            "        document.querySelectorAll('table.board').length]")
+        assert figure_top < table_top and figure_top < 900, (figure_top, table_top)  # on the first screen
+        assert tables == 2  # recall, then ListOps short
+        lead = browser.find_element("css selector", "section.lead")
+        assert "mqar" in lead.text and "best sub-quadratic" in lead.text and "state-bound point" in lead.text
+        browser.save_screenshot(str(tmp_path / "first-screen.png"))
+        assert console_errors(browser) == []
+        browser.find_element("css selector", "table.board a.curve").click()  # a cell's validation curves
+        WebDriverWait(browser, 60).until(all_figures_live)
+        assert "Validation curves" in browser.title and console_errors(browser) == []
+        assert browser.execute_script("return document.documentElement.scrollWidth <= window.innerWidth")
+    finally:
+        browser.set_window_size(1400, 1000)

@@ -6,6 +6,7 @@ mean and spread are over distinct seeds. LRA's average follows its published rul
 from __future__ import annotations
 
 import math
+import re
 import statistics
 from collections import Counter
 from dataclasses import dataclass, field
@@ -13,8 +14,8 @@ from typing import Any
 
 from suite.metrics import declared
 from suite.records import cell_key, select_lr
-from suite.site import reference
-from suite.site.runs import Run, number
+from suite.site import known, reference
+from suite.site.runs import Run, number, safe_name
 
 ACCURACY = declared("train")["test_accuracy"]
 TEST_BUDGETS = ("smoke",)  # budgets of test runs: they check that the code runs, not what it learns
@@ -32,6 +33,21 @@ CLEAR_RULE = (
 )
 # What a cell's verdict says, beside its mean.
 VERDICTS = {"above": "", "baseline": "≈ baseline", "untested": "n=1: untested", "no baseline": "no baseline"}
+PLATEAU_RULE = (
+    "A cell reads 'on the plateau at step N' when it is ≈ baseline (mean within 2 SE of it) and every run "
+    "it averages ran to its budget's max_steps without stopping early: the budget, not the method, ended it "
+    "there (N: the steps its runs took). Its validation curves show whether it was still rising."
+)
+PROVENANCE_RULE = (
+    "Every run of a cell should come from one commit of a clean checkout. A cell whose runs (the sweep's "
+    "included) ran on a checkout with uncommitted changes (env.git_dirty) is marked 'dirty tree'; one whose "
+    "runs come from several commits (env.git_commit) is marked with the number of commits. Both marks name "
+    "the runs on hover."
+)
+# Peak memory that is the run's own (the CUDA allocator's peak; on a CPU the resident set's growth
+# above the built run). Records before it name the whole process's peak (process_peak_rss): the
+# runtime's footprint, which hides a method's cost, so it is never put on a memory axis.
+OWN_MEMORY = ("cuda_allocator", "rss_high_water_mark_above_built_run")
 
 
 def format_lr(lr: float) -> str:
@@ -48,6 +64,7 @@ class Column:
     seq_len: int | None = None
     num_kv_pairs: int | None = None  # recall tasks only
     model: str | None = None  # absent in records older than named models
+    family: str | None = field(default=None, compare=False)  # the record's task.family (recall, lra, ...)
 
     @property
     def recall(self) -> bool:
@@ -59,13 +76,22 @@ class Column:
         base = f"{self.task} {self.seq_len}·{self.num_kv_pairs} pairs" if self.recall else self.task
         return f"{base} ({self.model})" if self.model else base
 
+    @property
+    def slug(self) -> str:
+        """The point in a file name: 'mqar_64x4_hybrid'."""
+        parts = [self.task, f"{self.seq_len}x{self.num_kv_pairs}" if self.recall else str(self.seq_len or ""),
+                 self.model or ""]
+        return safe_name("_".join(p for p in parts if p))
+
     def sort_key(self) -> tuple:
         return self.task, self.seq_len or 0, self.num_kv_pairs or 0, self.model or ""
 
 
 def column_of(run: Run) -> Column:
     model = run.model.config.model
-    return Column(run.task, run.model.task.seq_len, run.model.task.num_kv_pairs, model.name if model else None)
+    family = getattr(run.model.task, "family", None)
+    return Column(run.task, run.model.task.seq_len, run.model.task.num_kv_pairs, model.name if model else None,
+                  family if isinstance(family, str) else None)
 
 
 @dataclass
@@ -119,6 +145,58 @@ class Cell:
     def failures(self) -> Counter:
         """How many runs ended in each status other than ok (diverged, oom, error, ...)."""
         return Counter(r.status for r in self.runs if r.status != "ok")
+
+    def every_run(self) -> list[Run]:
+        """The runs behind what the cell shows: its seeds' and its learning-rate sweep's, each once."""
+        return list({id(r): r for r in (*self.sweep, *self.runs)}.values())
+
+    def commits(self) -> dict[str, list[Run]]:
+        """The cell's runs by the commit they ran at (env.git_commit; 'not recorded' when absent)."""
+        found: dict[str, list[Run]] = {}
+        for run in self.every_run():
+            found.setdefault(run.model.env.git_commit or "not recorded", []).append(run)
+        return found
+
+    def dirty(self) -> list[Run]:
+        """The cell's runs made on a checkout with uncommitted changes."""
+        return [r for r in self.every_run() if r.model.env.git_dirty]
+
+    def plateau_step(self) -> int | None:
+        """The step at which the budget stopped the cell on its plateau (PLATEAU_RULE), else None."""
+        if self.mean() is None or self.verdict() != "baseline":
+            return None
+        steps = []
+        for run in (r for r in self.runs if r.status == "ok"):
+            budget = run.model.config.budget
+            limit, taken = (budget.max_steps if budget else None), run.metric("steps")
+            if limit is None or taken is None or taken < limit or stopped_early(run):
+                return None
+            steps.append(taken)
+        return max(steps) if steps else None
+
+    def best_steps(self) -> list[tuple[Any, int]]:
+        """(seed, metrics.best_step) of each averaged run that recorded it: the steps to its best
+        validation accuracy."""
+        return [(r.seed, r.metric("best_step")) for r in self.runs
+                if r.status == "ok" and r.metric("best_step") is not None]
+
+    def memory(self, own: bool = True) -> tuple[float | None, str | None]:
+        """Median peak memory of the averaged runs and what it measured: the run's own memory
+        (OWN_MEMORY) when any run recorded it; with ``own`` false, else the older figures (the
+        whole process's peak), so that a table can show them, marked."""
+        by_source: dict[str | None, list[float]] = {}
+        for run in (r for r in self.runs if r.status == "ok" and r.metric("peak_memory_bytes") is not None):
+            by_source.setdefault(run.metric("peak_memory_source"), []).append(run.metric("peak_memory_bytes"))
+        for source in OWN_MEMORY + (() if own else tuple(sorted(by_source, key=str))):
+            if by_source.get(source):
+                return statistics.median(by_source[source]), source
+        return None, None
+
+
+def stopped_early(run: Run) -> bool | None:
+    """Whether the run stopped at its target accuracy (metrics.stopped_early; None if not recorded)."""
+    value = getattr(run.model.metrics, "stopped_early", None)
+    return value if isinstance(value, bool) else None
 
 
 def latest(runs: list[Run], key) -> list[Run]:
@@ -253,10 +331,19 @@ def board_rows(runs: list[Run]) -> list[Row]:
             key = (method, labels[id(run)], budget, device, dtype)
             grouped.setdefault(key, {}).setdefault(column_of(run), []).append(run)
     rows = []
-    for method, variant, budget, device, dtype in sorted(grouped):
+    for method, variant, budget, device, dtype in sorted(grouped, key=row_order):
         cells = {c: make_cell(found) for c, found in grouped[(method, variant, budget, device, dtype)].items()}
         rows.append(Row(method, budget, device, dtype, variant, cells))
     return rows
+
+
+def row_order(key: tuple[str, str, str, str, str]) -> tuple:
+    """Rows by method (methods.CANONICAL_ORDER, then by name), budget, device, dtype; a method's
+    usual configuration before its variants, variants with their numbers compared as numbers
+    (window=8 before window=16)."""
+    method, variant, budget, device, dtype = key
+    natural = [int(p) if p.isdigit() else p for p in re.split(r"(\d+)", variant)]
+    return known.method_rank(method), budget, device, dtype, variant != "", natural
 
 
 def board_columns(rows: list[Row]) -> list[Column]:
@@ -269,6 +356,58 @@ def board_columns(rows: list[Row]) -> list[Column]:
             ran = [c for c in present if c.task == task]
             lra += ran or ([Column(task)] if task in LRA_TASKS else [])
     return lra + [c for c in present if c not in lra]
+
+
+FAMILY_TITLES = {"recall": "Recall", "lra": "Long Range Arena tasks"}
+MAX_COLUMNS = 6  # board points per table: more would not fit a 1,400-pixel window
+
+
+@dataclass(frozen=True)
+class Table:
+    """One table of the board: the points of a task family (a run of them, when a family has more
+    than MAX_COLUMNS) and the rows with a cell among them."""
+
+    family: str
+    columns: list[Column]
+    rows: list[Row]
+
+    @property
+    def title(self) -> str:
+        return FAMILY_TITLES.get(self.family, self.family)
+
+    @property
+    def lra(self) -> bool:
+        """Whether it holds LRA's tasks (and so their average)."""
+        return any(c.task in LRA_TASKS for c in self.columns)
+
+    @property
+    def slug(self) -> str:
+        return safe_name(f"table-{self.family}-{self.columns[0].slug}")
+
+
+def family_of(column: Column) -> str:
+    if column.task in reference.TASKS:
+        return "lra"
+    return column.family or ("recall" if column.recall else column.task)
+
+
+def board_tables(rows: list[Row], columns: list[Column]) -> list[Table]:
+    """The board split into one table per task family, the family with the most cells first;
+    a family of more than MAX_COLUMNS points (LRA's tasks aside, which its average reads together)
+    is split into tables of MAX_COLUMNS."""
+    families: dict[str, list[Column]] = {}
+    for column in columns:
+        families.setdefault(family_of(column), []).append(column)
+    tables = []
+    for family, found in families.items():
+        size = len(found) if family == "lra" else MAX_COLUMNS
+        for start in range(0, len(found), size):
+            chunk = found[start:start + size]
+            tables.append(Table(family, chunk, [r for r in rows if any(c in r.cells for c in chunk)]))
+    cells: Counter = Counter()
+    for t in tables:
+        cells[t.family] += sum(c in r.cells for r in t.rows for c in t.columns)
+    return sorted(tables, key=lambda t: -cells[t.family])  # stable: a family's tables stay in order
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,9 @@ from suite import modes, schema
 from suite.metrics import declared as declared_metrics
 from suite.site import pages, render
 from suite.site.board import board_columns, board_rows, reference_rows
+from suite.site.curves import curve_pages, page_path
 from suite.site.figures import Figure, board_figures, fidelity_figures, fidelity_headline, pareto_figures, sweep_figures
+from suite.site.lead import lead
 from suite.site.runs import Run, load_runs, number, safe_name
 
 SITE_DIR = pages.SITE_DIR
@@ -59,15 +61,19 @@ def build_site(results_dir: str | Path, out_dir: str | Path, site_dir: Path = SI
 
     rows = board_rows(runs)
     columns = board_columns(rows)
-    placed = place_figures(board_figures(rows, columns), out_dir, "board")
-    write("index.html", pages.board_page(env, rows, columns, reference_rows(), problems, figures=placed,
-                                         fidelity=fidelity_headline(runs), **board_notes(site_dir),
-                                         **page("index.html", "Leaderboard")))
+    first = lead(rows, columns, runs)
+    shown_first = {f.title for f in first.figures}
+    placed = place_figures([f for f in board_figures(rows, columns) if f.title not in shown_first], out_dir, "board")
+    leading = place_figures(first.figures, out_dir, "lead")
+    write("index.html", pages.board_page(env, rows, columns, reference_rows(), problems, lead=first,
+                                         lead_figures=leading, figures=placed, fidelity=fidelity_headline(runs),
+                                         **board_notes(site_dir), **page("index.html", "Leaderboard")))
     figures = [f for mode in modes.registry().values() if mode.section
                for f in mode_figures(mode, runs, rows, columns)]
     write("plots.html", pages.plots_page(env, place_figures(figures, out_dir, "plot"), runs,
                                          **page("plots.html", "Plots")))
-    if placed or figures:
+    curves = write_curve_pages(env, rows, columns, out_dir, write, page)
+    if placed or leading or figures or curves:
         write(f"assets/{render.BUNDLE}", render.javascript_bundle())
     write("runs.html", pages.runs_page(env, runs, publish_schemas(out_dir), **page("runs.html", "All runs")))
     for run in runs:
@@ -78,6 +84,18 @@ def build_site(results_dir: str | Path, out_dir: str | Path, site_dir: Path = SI
     write("records.csv", records_csv(runs))
     write(MARKER, "built by python -m suite.site; rebuilt whole on each build\n")
     return BuildReport(out_dir, len(runs), problems)
+
+
+def write_curve_pages(env, rows: list, columns: list, out_dir: Path, write, page) -> int:
+    """curves/<point>.html for every board point; the number of curve figures drawn."""
+    drawn = 0
+    for column, cells in curve_pages(rows, columns).items():
+        path = page_path(column)
+        figures = iter(place_figures([c.figure for c in cells if c.figure], out_dir, f"curve-{column.slug}"))
+        placed = [(c, next(figures) if c.figure else None) for c in cells]
+        drawn += sum(p is not None for _, p in placed)
+        write(path, pages.curves_page(env, column, placed, **page(path, f"Validation curves: {column.label}")))
+    return drawn
 
 
 def place_figures(figures: list[Figure], out_dir: Path, prefix: str) -> list[pages.Placed]:

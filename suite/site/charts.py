@@ -115,14 +115,14 @@ class Layout:
     zoom: bool = False  # wheel zooms, drag pans (the scaling plots)
     frontier: list[dict] = field(default_factory=list)  # rows of the Pareto frontier, joined by a dashed line
     markers: list[dict] = field(default_factory=list)  # {x, series, label}: a vertical line each
+    levels: list[dict] = field(default_factory=list)  # {y, label}: a grey dashed horizontal line each (a baseline)
     dashes: bool = False  # one dash pattern per implementation (rows' impl)
 
 
 def styles(names: Sequence[str]) -> tuple[list[str], list[str], list[str]]:
-    """The legend's order (softmax's series first, the others as the rows bring them) with a
+    """The legend's order (as the rows bring the series: the figures order them by method) with a
     colour and a shape per series."""
-    seen = list(dict.fromkeys(names))
-    ordered = sorted(seen, key=lambda m: (not m.startswith("softmax"), seen.index(m)))
+    ordered = list(dict.fromkeys(names))
     return (ordered, [PALETTE[i % len(PALETTE)] for i in range(len(ordered))],
             [SHAPES[i % len(SHAPES)] for i in range(len(ordered))])
 
@@ -142,6 +142,7 @@ def chart(title: str, rows: list[dict], x: Axis, y: Axis, layout: Layout, *, sub
     domain, colours, shapes = styles([r["series"] for r in (*rows, *failed)])
     xs = [r["x"] for r in (*rows, *failed, *layout.markers)]
     ys = [v for r in rows for v in (r["y"], r.get("lo"), r.get("hi")) if v is not None]
+    ys += [r["y"] for r in layout.levels]
     x_scale, x_axis = scale_and_axis(x, xs)
     y_scale, y_axis = scale_and_axis(y, ys)
     legend = alt.Legend(title=None, symbolLimit=0, labelLimit=360, orient="right", symbolOpacity=1)
@@ -196,6 +197,10 @@ def chart(title: str, rows: list[dict], x: Axis, y: Axis, layout: Layout, *, sub
         layers.append(alt.Chart(alt.Data(values=failed)).mark_point(shape="cross", size=70, filled=True).encode(
             enc_x, alt.YValue(6), colour, opacity=shown(),
             tooltip=[alt.Tooltip("series:N", title="series"), alt.Tooltip("tip:N", title="no value")]))
+    if layout.levels:
+        layers.append(alt.Chart(alt.Data(values=layout.levels)).mark_rule(
+            color="#8b949e", strokeDash=[4, 4], strokeWidth=1.5).encode(
+            enc_y, tooltip=alt.Tooltip("label:N", title="level")))
     if layout.markers:
         layers.append(alt.Chart(alt.Data(values=layout.markers)).mark_rule(strokeDash=[3, 3], strokeWidth=1.5).encode(
             enc_x, colour, opacity=shown(), tooltip=alt.Tooltip("label:N", title="crossover")))

@@ -19,11 +19,15 @@ from typing import Any
 from suite import scaling
 from suite.metrics import Metric, declared, format_bytes, format_value
 from suite.schema import SWEEPS, Statistics
+from suite.site import known
 from suite.site.board import ACCURACY, VERDICTS, Cell, Column, Row, format_lr
 from suite.site.charts import PALETTE, SHAPES, Axis, Layout, chart
 from suite.site.runs import Run, metric_for
 
-REFERENCE = ("softmax", "sdpa")  # a crossover is where a method beats the best of these
+# A crossover is where a method beats the best of exact attention's implementations: the methods
+# package's reference method (suite/site/known.py) and these implementations of it, in whichever
+# method's record they were measured (PyTorch's scaled_dot_product_attention).
+REFERENCE_IMPLS = ("sdpa",)
 FIRST_METRICS = ("denominator_rel_error",)  # the fidelity figures start with the denominator
 MAX_FIDELITY_SERIES = 10  # beyond this, a fidelity figure keeps one line per method and source (and says so)
 MQAR = "mqar"  # the recall task with the board's own figures
@@ -126,11 +130,27 @@ def pareto_figures(rows: list[Row], columns: list[Column]) -> list[Figure]:
     return figures
 
 
+def cell_cost(cell: Cell, metric: Metric) -> float | None:
+    """A cell's mean of a cost metric; for memory, the run's own peak only (Cell.memory: never the
+    whole process's peak of older records)."""
+    return cell.memory()[0] if metric.unit == "bytes" else cell.mean(metric.name)
+
+
+def old_memory_note(cells: list[Cell]) -> str:
+    """What a memory axis says of the cells it leaves off: their records measured the whole process."""
+    old = [c for c in cells if c.memory()[0] is None and c.memory(own=False)[0] is not None]
+    if not old:
+        return ""
+    sources = sorted({str(c.memory(own=False)[1]) for c in old})
+    return (f" {len(old)} cell(s) left off: their records measured the whole process's peak memory "
+            f"({', '.join(sources)}), the runtime's footprint rather than the method's.")
+
+
 def _pareto_figure(rows: list[Row], column: Column, where: str, x_metric: Metric) -> Figure | None:
     placed = []  # (row, x, y)
     for row in rows:
         cell = row.cells.get(column)
-        x, y = (cell.mean(x_metric.name), cell.mean()) if cell else (None, None)
+        x, y = (cell_cost(cell, x_metric), cell.mean()) if cell else (None, None)
         if x is not None and y is not None:
             placed.append((row, x, y))
     if not placed:
@@ -140,13 +160,13 @@ def _pareto_figure(rows: list[Row], column: Column, where: str, x_metric: Metric
              "y_text": format_value(ACCURACY, y), "hollow": False,
              "tip": f"{row.label}, {row.dtype}, {len(row.cells[column].values())} seeds"} for row, x, y in placed]
     frontier = [{"x": placed[i][1], "y": placed[i][2]} for i in front]
-    sources = {r.metric("peak_memory_source") for row, _, _ in placed for r in row.cells[column].runs}
-    sources.discard(None)
     caption = (f"Mean over seeds of each method on {column.label} ({where}). "
                f"{x_metric.label}: {'higher' if x_metric.better == 'higher' else 'lower'} is better; "
                f"the dashed line joins the Pareto-optimal points. {LEGEND}")
-    if x_metric.unit == "bytes" and sources:
-        caption += f" Memory source: {', '.join(sorted(map(str, sources)))}."
+    if x_metric.unit == "bytes":
+        sources = {row.cells[column].memory()[1] for row, _, _ in placed}
+        caption += (f" Memory: the run's own peak ({', '.join(sorted(map(str, sources)))}), the median of the "
+                    "cell's runs." + old_memory_note([r.cells[column] for r in rows if column in r.cells]))
     title = f"{column.label}, {where}: {ACCURACY.label} vs {x_metric.label}"
     spec = chart(title, data, metric_axis(x_metric, log=True), metric_axis(ACCURACY, log=False),
                  Layout(line=False, frontier=frontier))
@@ -228,21 +248,26 @@ def cost_figures(rows: list[Row], columns: list[Column], where: str) -> list[Fig
                 cell = row.cells.get(column)
                 tokens = cell.median(speed.name) if cell else None
                 if tokens and cell.mean() is not None:
-                    memory = cell.median(memory_metric.name)
+                    memory = cell.memory()[0]
                     point = cell_row(row.method, tokens, f"{format_value(speed, tokens)} tok/s", cell, column.label,
                                      size=memory or 0)
-                    point["tip"] += f", peak memory {format_value(memory_metric, memory)}"
+                    point["tip"] += (f", peak memory {format_value(memory_metric, memory)}" if memory is not None
+                                     else ", its own peak memory not recorded: drawn at the smallest size")
                     data.append(point)
         if not data:
             continue
         largest = max((r["size"] for r in data), default=0)
         name = group[0].label if len(group) == 1 else "MQAR"
         title = f"{name}: {ACCURACY.label} vs train throughput, {where}"
-        sizes = f"largest: {format_bytes(largest)}" if largest else "no run recorded its memory"
+        sizes = (f"largest: {format_bytes(largest)}" if largest
+                 else "no run recorded it: every marker has the same size")
+        unsized = sum(1 for r in data if not r["size"]) if largest else 0
         caption = (f"{ACCURACY.label} against train tokens/s (median over the cell's runs) on "
                    f"{', '.join(c.label for c in group)} ({where}), as in LRA's Figure 3. Marker area is "
-                   f"proportional to peak memory ({sizes}). Bars: ± one standard deviation over seeds. "
-                   f"{HOLLOW} {LEGEND}")
+                   f"proportional to the run's own peak memory ({sizes}); the whole process's peak of older "
+                   f"records is never used. Bars: ± one standard deviation over seeds. {HOLLOW} {LEGEND}")
+        if unsized:
+            caption += f" {unsized} point(s) without the run's own memory are drawn at the smallest size."
         if len(group) > 1:
             caption += " Each method has one point per MQAR board point (hover a point for which)."
         spec = chart(title, data, metric_axis(speed, log=True), metric_axis(ACCURACY, log=False),
@@ -280,8 +305,8 @@ def sweep_points(run: Run) -> list[SweepPoint]:
     for method, impl, points in blocks:
         for p in points:
             own = schema_field(p, "impl") or impl
-            # A reference implementation (SDPA) is softmax's, whichever method's record measured it.
-            who = "softmax" if own in REFERENCE else method
+            # A reference implementation (SDPA) is the exact method's, whichever method's record measured it.
+            who = (known.reference_method() or own) if own in REFERENCE_IMPLS else method
             shape = tuple(getattr(p, k) for k in layout.shape)
             found.append(SweepPoint(who, own, getattr(p, layout.x), (run.device, shape), p))
     return found
@@ -297,20 +322,28 @@ def sweep_figures(runs: list[Run], kind: str, x_label: str) -> list[Figure]:
     points = [p for run in runs if run.kind == kind for p in sweep_points(run)]
     if not points:
         return []
-    layout = SWEEPS[kind]
-    varying = [i for i, _ in enumerate(layout.shape) if len({p.group[1][i] for p in points}) > 1]
     point_fields = type(points[0].point).model_fields
     names = [m.name for m in declared(kind).values() if m.unit in SWEEP_UNITS and m.name in point_fields
              and any(getattr(p.point, m.name) is not None for p in points)]
     figures = []
     for name in names:
-        for group in sorted({p.group for p in points}, key=repr):
-            split = ", ".join(f"{layout.shape[i]}={group[1][i]}" for i in varying)
-            where = group[0] + (f" ({split})" if split else "")
-            figure = _sweep_figure(kind, name, where, [p for p in points if p.group == group], x_label)
+        for where, group in sweep_groups(kind, points):
+            figure = _sweep_figure(kind, name, where, group, x_label)
             if figure:
                 figures.append(figure)
     return figures
+
+
+def sweep_groups(kind: str, points: list[SweepPoint]) -> list[tuple[str, list[SweepPoint]]]:
+    """The points per device (and shape, where points differ in it), each group named: 'cpu',
+    'cpu (batch_size=8)'."""
+    shape = SWEEPS[kind].shape
+    varying = [i for i, _ in enumerate(shape) if len({p.group[1][i] for p in points}) > 1]
+    groups = []
+    for group in sorted({p.group for p in points}, key=repr):
+        split = ", ".join(f"{shape[i]}={group[1][i]}" for i in varying)
+        groups.append((group[0] + (f" ({split})" if split else ""), [p for p in points if p.group == group]))
+    return groups
 
 
 def _sweep_figure(kind: str, name: str, where: str, points: list[SweepPoint], x_label: str) -> Figure | None:
@@ -326,7 +359,7 @@ def _sweep_figure(kind: str, name: str, where: str, points: list[SweepPoint], x_
             failed.append({"series": series_label(p.method, p.impl), "x": p.x,
                            "tip": f"{status} at {compact_count(p.x)}"})
     data = []
-    for (method, impl), by_x in sorted(values.items()):
+    for (method, impl), by_x in sorted(values.items(), key=lambda kv: (known.method_rank(kv[0][0]), kv[0][1])):
         for x, found in sorted(by_x.items()):
             # The same implementation measured by several records (SDPA in each): their mean.
             y = sum(v for v, _, _ in found) / len(found)
@@ -342,7 +375,7 @@ def _sweep_figure(kind: str, name: str, where: str, points: list[SweepPoint], x_
     title = f"{kind}: {metric.label} vs {x_label}, {where}"
     caption = (f"{metric.label} ({name}); {'lower' if metric.better == 'lower' else 'higher'} is better. "
                f"Log-log; the wheel zooms, a drag pans, a double click resets. Dashed vertical lines: where a "
-               f"method becomes better than the best of {' / '.join(REFERENCE)} and stays so (interpolated in "
+               f"method becomes better than the best of {' / '.join(reference_names())} and stays so (interpolated in "
                "log space).")
     if band:
         caption += " Band: p10 to p90 of the timed repeats."
@@ -375,20 +408,42 @@ def crossover(reference: dict[float, float], other: dict[float, float], better: 
     return found["length"] if found["where"] == "within_grid" else None
 
 
-def crossover_markers(points: list[SweepPoint], name: str, metric: Metric) -> list[dict]:
-    """A marker per method that overtakes the reference (softmax / SDPA) in time or memory inside
-    the measured range, in the colour of the method's first series."""
-    is_reference = lambda m, i: m in REFERENCE or i in REFERENCE  # noqa: E731
+def reference_names() -> tuple[str, ...]:
+    """What a crossover is measured against: the exact method and its reference implementations."""
+    return tuple(filter(None, (known.reference_method(), *REFERENCE_IMPLS)))
+
+
+def is_reference(method: str, impl: str) -> bool:
+    return method == known.reference_method() or impl in REFERENCE_IMPLS
+
+
+def crossovers(points: list[SweepPoint], name: str, metric: Metric) -> dict[str, dict]:
+    """Per method other than the reference: where it becomes better than the reference's best
+    implementation for good in ``name`` (suite.scaling.crossover's answer, on the lengths both
+    measured), in the method order."""
     reference = best_curve(points, name, metric.better, is_reference)
-    markers = []
-    for method in sorted({p.method for p in points} - set(REFERENCE)):
+    cost = (lambda v: 1.0 / v) if metric.better == "higher" else (lambda v: v)  # noqa: E731 -- lower is better
+    found = {}
+    for method in sorted({p.method for p in points if not is_reference(p.method, p.impl)}, key=known.method_rank):
         mine = lambda m, i, method=method: m == method and not is_reference(m, i)  # noqa: E731
         curve = best_curve(points, name, metric.better, mine)
-        x = crossover(reference, curve, metric.better) if reference and curve else None
-        if x is not None:
-            first = min(series_label(p.method, p.impl) for p in points if mine(p.method, p.impl))
-            label = f"{method} beats softmax from N≈{compact_count(round(x))}"
-            markers.append({"x": x, "series": first, "label": label})
+        xs = sorted(set(reference) & set(curve))
+        if curve and reference:
+            found[method] = scaling.crossover(xs, [cost(curve[x]) for x in xs], [cost(reference[x]) for x in xs])
+    return found
+
+
+def crossover_markers(points: list[SweepPoint], name: str, metric: Metric) -> list[dict]:
+    """A marker per method that overtakes the reference (the exact method / SDPA) in time or memory
+    inside the measured range, in the colour of the method's first series."""
+    markers = []
+    for method, found in crossovers(points, name, metric).items():
+        if found["where"] == "within_grid":
+            mine = [series_label(p.method, p.impl) for p in points
+                    if p.method == method and not is_reference(p.method, p.impl)]
+            exact = known.reference_method() or "exact attention"
+            label = f"{method} beats {exact} from N≈{compact_count(round(found['length']))}"
+            markers.append({"x": found["length"], "series": min(mine), "label": label})
     return markers
 
 

@@ -22,16 +22,21 @@ from suite.site.board import (
     CLEAR_RULE,
     LRA_RULE,
     LRA_TASKS,
+    PLATEAU_RULE,
+    PROVENANCE_RULE,
     TEST_BUDGETS,
     VERDICTS,
     Cell,
     Column,
     ReferenceRow,
     Row,
+    board_tables,
     column_baselines,
     format_lr,
 )
+from suite.site.curves import CurveCell, cell_href
 from suite.site.figures import FIDELITY_FEATURES, FidelityHeadline, Figure
+from suite.site.lead import ASSUMED_TIME, RANK_RULE, Lead
 from suite.site.render import BUNDLE
 from suite.site.runs import Run, declared_metrics, number, reproduce_command
 
@@ -81,6 +86,45 @@ def verdict_title(cell: Cell) -> str:
     return f"{what}: mean − 2·SE = {percent(bound)} {relation} baseline {percent(baseline)}."
 
 
+def column_sublabel(column: Column) -> str:
+    """A board point under its task's name: '64·4 pairs · hybrid'."""
+    parts = [f"{column.seq_len}·{column.num_kv_pairs} pairs" if column.recall else "", column.model or ""]
+    return " · ".join(p for p in parts if p)
+
+
+def provenance_title(cell: Cell) -> str:
+    """Which runs of a cell came from which commit, and which from a dirty checkout."""
+    commits = "; ".join(f"{commit[:12]}: " + ", ".join(run_name(r) for r in runs)
+                        for commit, runs in cell.commits().items())
+    dirty = ", ".join(run_name(r) for r in cell.dirty())
+    return f"Commits: {commits}." + (f" Uncommitted changes in the checkout: {dirty}." if dirty else "")
+
+
+def run_name(run: Run) -> str:
+    return f"seed {run.seed}" + ("" if run.lr is None else f" lr {format_lr(run.lr)}")
+
+
+MEMORY_NAMES = {"rss_high_water_mark_above_built_run": "peak above the built run", "cuda_allocator": "peak (CUDA)",
+                "process_peak_rss": "process peak: old figure"}
+
+
+def memory_text(cell: Cell) -> tuple[str, bool]:
+    """The cell's peak memory as the cost table shows it, and whether it is an older figure (the
+    whole process's peak, not the run's own)."""
+    value, source = cell.memory(own=False)
+    if value is None:
+        return "", False
+    name = MEMORY_NAMES.get(source, f"peak ({source or 'source not recorded'})")
+    return f"{format_value(declared('train')['peak_memory_bytes'], value)} {name}", cell.memory()[0] is None
+
+
+def curve_title(cell: Cell) -> str:
+    """A cell's curve link's hover text: the steps to each run's best validation accuracy."""
+    best = ", ".join(f"seed {seed}: {step:,}" for seed, step in cell.best_steps())
+    return "Validation accuracy against step of every run of the cell" + (
+        f"; steps to the best validation accuracy: {best}" if best else "")
+
+
 def sweep_result(run: Run) -> str:
     """What a learning rate of a sweep reached: its validation accuracy, or its status."""
     val = run.metric("val_accuracy")
@@ -105,6 +149,8 @@ def environment(site_dir: Path = SITE_DIR) -> jinja2.Environment:
     env.globals.update(
         percent=percent, format_lr=format_lr, verdict_title=verdict_title, sweep_result=sweep_result,
         column_facts=column_facts, direction=direction, fmt=format_value, verdicts=VERDICTS,
+        column_sublabel=column_sublabel, provenance_title=provenance_title, memory_text=memory_text,
+        curve_title=curve_title, cell_href=cell_href,
         is_number=lambda v: number(v) is not None, is_table=is_table,
         table_columns=lambda items: list(dict.fromkeys(k for item in items for k in item)),
         bundle=BUNDLE, charts=False, root="",
@@ -116,10 +162,11 @@ def render(env: jinja2.Environment, template: str, **context: Any) -> str:
     return env.get_template(template).render(**context)
 
 
-def board_cell(cell: Cell | None, env: jinja2.Environment | None = None) -> str:
+def board_cell(cell: Cell | None, env: jinja2.Environment | None = None, href: str = "") -> str:
     """One cell of the board: mean ± spread over seeds, n, the chosen learning rate and the sweep
-    behind it; greyed and marked unless clearly above the baseline."""
-    return (env or environment()).get_template("macros.html").module.board_cell(cell)
+    behind it, a link to its validation curves (``href``); greyed and marked unless clearly above
+    the baseline, marked when its runs ran on a dirty checkout or at several commits."""
+    return (env or environment()).get_template("macros.html").module.board_cell(cell, href)
 
 
 # -- board ------------------------------------------------------------------------------------------
@@ -189,20 +236,32 @@ def filters(runs: Iterable) -> dict[str, list[str]]:
 
 
 def board_page(env: jinja2.Environment, rows: list[Row], columns: list[Column], references: list[ReferenceRow],
-               problems: list[str], *, figures: list[Placed] = (), fidelity: FidelityHeadline | None = None,
+               problems: list[str], *, lead: Lead | None = None, lead_figures: list[Placed] = (),
+               figures: list[Placed] = (), fidelity: FidelityHeadline | None = None,
                left_off: list[Mapping] = (), findings: list[Mapping] = (), **page: Any) -> str:
-    """The leaderboard: our rows (mean ± std over seeds) against each column's baseline, the published
-    LRA rows, the findings a reader might doubt with their evidence, then cost, what each budget
-    means, fidelity, tasks left off, and the board's figures."""
+    """The leaderboard. First what it finds: the recall figures, a line per point naming its best
+    and best sub-quadratic method, the kernel crossovers; then one table per task family (our rows,
+    mean ± std over seeds against each column's baseline, the published LRA rows), then the
+    methodology, cost, what each budget means, the findings prose, fidelity, tasks left off, and
+    the board's other figures."""
     train = declared("train")
     cost = {"speed": train["train_tokens_per_s"], "memory": train["peak_memory_bytes"], "state": train["state_bytes"]}
-    return render(env, "board.html", rows=rows, columns=columns, references=references, problems=problems,
+    return render(env, "board.html", rows=rows, columns=columns, tables=board_tables(rows, columns),
+                  references=references, problems=problems, lead=lead, lead_figures=list(lead_figures),
                   figures=list(figures), fidelity=fidelity, left_off=list(left_off),
-                  findings=list(findings), charts=bool(figures),
+                  findings=list(findings), charts=bool(figures) or bool(lead_figures),
                   show_lra=any(c.task in LRA_TASKS for c in columns), baselines=column_baselines(rows),
                   filters=filters(rows), budgets=budget_rows(rows, columns), cost=cost, accuracy=ACCURACY,
-                  test_budgets=TEST_BUDGETS, clear_rule=CLEAR_RULE, lra_rule=LRA_RULE,
+                  test_budgets=TEST_BUDGETS, clear_rule=CLEAR_RULE, lra_rule=LRA_RULE, plateau_rule=PLATEAU_RULE,
+                  provenance_rule=PROVENANCE_RULE, rank_rule=RANK_RULE, assumed_time=ASSUMED_TIME,
                   lra_source=reference.SOURCE, fidelity_features=FIDELITY_FEATURES, **page)
+
+
+def curves_page(env: jinja2.Environment, column: Column, cells: list[tuple[CurveCell, Placed | None]],
+                **page: Any) -> str:
+    """One board point's validation curves: a figure per cell, with its runs' steps and best steps."""
+    return render(env, "curves.html", column=column, cells=cells, charts=any(p for _, p in cells),
+                  plateau_rule=PLATEAU_RULE, **page)
 
 
 # -- plots ------------------------------------------------------------------------------------------

@@ -1,0 +1,57 @@
+"""What the site knows of the methods without importing them: the constants the ``methods``
+package declares (the order readers see methods in, and the exact method every other is compared
+with), read from the source of methods/__init__.py. The site never imports ``methods`` (it builds
+where torch is not installed, from the records alone), so it reads those two literals from the
+file; without the file, methods sort by name and no method is taken as the exact one (a record's
+``method.time_in_length`` of N^2 still names it, see :func:`is_exact`)."""
+
+from __future__ import annotations
+
+import ast
+import importlib.util
+from functools import cache
+from pathlib import Path
+
+EXACT_TIME = "N^2"  # method.time_in_length of exact attention; any other is sub-quadratic
+
+
+@cache
+def declared() -> dict[str, object]:
+    """The literal constants at the top of methods/__init__.py (empty if the package is absent)."""
+    spec = importlib.util.find_spec("methods")  # finds the package's file; imports nothing
+    origin = Path(spec.origin) if spec and spec.origin else None
+    if origin is None or not origin.is_file():
+        return {}
+    found = {}
+    for node in ast.parse(origin.read_text()).body:
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            try:
+                found[node.targets[0].id] = ast.literal_eval(node.value)
+            except ValueError:
+                continue
+    return found
+
+
+def canonical_order() -> tuple[str, ...]:
+    order = declared().get("CANONICAL_ORDER")
+    return tuple(order) if isinstance(order, (tuple, list)) else ()
+
+
+def reference_method() -> str | None:
+    """The exact method the others are compared with (methods.REFERENCE), if known."""
+    name = declared().get("REFERENCE")
+    return name if isinstance(name, str) else None
+
+
+def method_rank(name: str) -> tuple[int, str]:
+    """Sort key: the canonical order's methods first, in that order, then the rest by name."""
+    order = canonical_order()
+    return (order.index(name) if name in order else len(order), name)
+
+
+def is_exact(name: str, time_in_length: str | None = None) -> bool:
+    """Whether a method is exact attention: its record says its time grows as N^2, or (records
+    before ``method.time_in_length``) it is the methods package's reference."""
+    if time_in_length is not None:
+        return time_in_length == EXACT_TIME
+    return name == reference_method()
