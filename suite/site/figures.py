@@ -227,7 +227,7 @@ def state_figures(rows: list[Row], columns: list[Column], where: str) -> list[Fi
             continue
         title = f"{column.label}: {ACCURACY.label} vs state size, {where}"
         caption = (f"{ACCURACY.label} against the bytes of each method's recurrent state per sequence "
-                   f"(softmax: its KV cache) on {column.label} ({where}); log x. A method run at several state "
+                   f"(exact attention: its KV cache) on {column.label} ({where}); log x. A method run at several state "
                    f"sizes has a point for each. Bars: ± one standard deviation over seeds. {HOLLOW} {LEGEND}")
         spec = chart(title, data, Axis("state size", "bytes", log=True), metric_axis(ACCURACY, log=False),
                      Layout(error="bar"))
@@ -398,13 +398,19 @@ def best_curve(points: list[SweepPoint], name: str, better: str | None, keep) ->
     return curve
 
 
+def crossing(reference: dict[float, float], other: dict[float, float], better: str | None) -> dict:
+    """suite.scaling.crossover's answer for ``other`` against ``reference`` on their common lengths
+    (its ``where`` says whether the crossover lies inside the measured range)."""
+    xs = sorted(set(reference) & set(other))
+    cost = (lambda v: 1.0 / v) if better == "higher" else (lambda v: v)  # noqa: E731 -- lower is better
+    return scaling.crossover(xs, [cost(other[x]) for x in xs], [cost(reference[x]) for x in xs])
+
+
 def crossover(reference: dict[float, float], other: dict[float, float], better: str | None) -> float | None:
     """The length from which ``other`` stays better than ``reference`` at every longer common
     length (suite.scaling's rule, interpolated in log-log); None when it is never better at the
     longest length or better everywhere (no crossover inside the range)."""
-    xs = sorted(set(reference) & set(other))
-    cost = (lambda v: 1.0 / v) if better == "higher" else (lambda v: v)  # noqa: E731 -- lower is better
-    found = scaling.crossover(xs, [cost(other[x]) for x in xs], [cost(reference[x]) for x in xs])
+    found = crossing(reference, other, better)
     return found["length"] if found["where"] == "within_grid" else None
 
 
@@ -422,14 +428,12 @@ def crossovers(points: list[SweepPoint], name: str, metric: Metric) -> dict[str,
     implementation for good in ``name`` (suite.scaling.crossover's answer, on the lengths both
     measured), in the method order."""
     reference = best_curve(points, name, metric.better, is_reference)
-    cost = (lambda v: 1.0 / v) if metric.better == "higher" else (lambda v: v)  # noqa: E731 -- lower is better
     found = {}
     for method in sorted({p.method for p in points if not is_reference(p.method, p.impl)}, key=known.method_rank):
         mine = lambda m, i, method=method: m == method and not is_reference(m, i)  # noqa: E731
         curve = best_curve(points, name, metric.better, mine)
-        xs = sorted(set(reference) & set(curve))
         if curve and reference:
-            found[method] = scaling.crossover(xs, [cost(curve[x]) for x in xs], [cost(reference[x]) for x in xs])
+            found[method] = crossing(reference, curve, metric.better)
     return found
 
 
