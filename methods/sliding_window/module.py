@@ -24,8 +24,9 @@ class SlidingWindowAttention(AttentionMethod):
     name = "sliding_window"
     impls = ("naive", "chunk", "flex")
     cpu_default = "chunk"
-    # Based's window (Arora et al. 2024): 64 keys, one tensor-core tile, small against the
-    # thousands of tokens a KV cache grows to; the board's state-bound points set their own.
+    # 64 keys: the small-window regime of Based's local attention (Arora et al. 2024), one tile
+    # of keys for a tensor core and for this module's bands, far below the contexts where a KV
+    # cache costs memory; the board's state-bound points set their own windows.
     method_options = {"window": 64, "chunk_size": 64}
     time_in_length = "N"  # N * window at a fixed window
     fidelity_note = ("sliding_window is exact softmax within its window (|i - j| < window; float32 rounding there) "
