@@ -1,13 +1,40 @@
 #!/usr/bin/env bash
-# The committed CPU board, every preset in turn, two one-thread jobs at a time (2 cores):
-#   leaderboard_cpu       the board itself: 5 methods x 4 points x 5 runs (lr sweep, then seeds)
-#   recall_state_cpu      each method at a second, smaller state at MQAR (64, 4)
-#   recall_backbone_cpu   MQAR (64, 4) on the old backbone (no convolution)
-#   recall_shortconv_cpu  MQAR (64, 4) with the convolution on q, k, v (flash-linear-attention's layout)
-# Resumable: every run that has an ok record under results/ is skipped, so after a stop the same
-# command goes on where it was. Extra arguments go to every sweep (e.g. results_dir=/tmp/board).
+# The whole CPU board, every preset it publishes, two one-thread jobs at a time (2 cores):
+#   recall_state_cpu   each method at two smaller states at the state-bound point, MQAR (64, 16)
+#   leaderboard_cpu    every method at every board point (MQAR with 4, 8 and 16 pairs; ListOps short)
+# Every record of one board comes from one commit, with no uncommitted change: the commit named in
+# results/train/BOARD_COMMIT, written by the first run (the checkout's HEAD, which must be clean).
+# The sweep runs in a git worktree of that commit (.cache/board/<commit>), so the checkout may move
+# on while the board runs, and a later session resumes it with the same code: a rerun skips every
+# run that has an ok record under results/. Commit the records as they come in.
+# BOARD_COMMIT=<rev> starts a board at another commit; the old board's records must go first.
+# Extra arguments go to every sweep (e.g. hydra.launcher.n_jobs=1).
 set -euo pipefail
-cd "$(dirname "$0")/.."
-for experiment in leaderboard_cpu recall_state_cpu recall_backbone_cpu recall_shortconv_cpu; do
-  python -m suite -m "experiment=$experiment" hydra/launcher=joblib_local "$@"
+repo=$(cd "$(dirname "$0")/.." && pwd)
+pin="$repo/results/train/BOARD_COMMIT"
+pinned=$([ -f "$pin" ] && cat "$pin" || true)
+if [ -n "${BOARD_COMMIT:-}" ]; then
+  commit=$(git -C "$repo" rev-parse --verify "$BOARD_COMMIT^{commit}")
+  if [ -n "$pinned" ] && [ "$pinned" != "$commit" ]; then
+    echo "board_cpu.sh: results/ holds a board from commit $pinned; remove its records (and $pin) to start one at $commit" >&2
+    exit 2
+  fi
+elif [ -n "$pinned" ]; then
+  commit=$pinned
+else
+  if [ -n "$(git -C "$repo" status --porcelain --untracked-files=no)" ]; then
+    echo "board_cpu.sh: the checkout has uncommitted changes; a board's records come from a clean commit: commit first" >&2
+    exit 2
+  fi
+  commit=$(git -C "$repo" rev-parse HEAD)
+fi
+mkdir -p "$(dirname "$pin")"
+echo "$commit" > "$pin"
+tree="$repo/.cache/board/$commit"
+[ -d "$tree" ] || git -C "$repo" worktree add --detach "$tree" "$commit" >&2
+cd "$tree"
+echo "board_cpu.sh: the board's code is commit $commit (worktree $tree); records go to $repo/results" >&2
+for experiment in recall_state_cpu leaderboard_cpu; do
+  PYTHONPATH="$tree" python -m suite -m "experiment=$experiment" hydra/launcher=joblib_local \
+    "results_dir=$repo/results" "$@"
 done
