@@ -8,8 +8,10 @@ import torch
 
 import methods
 from methods._featuremap.chunk import feature_attention_chunk
+from methods._featuremap.maps import EluPlusOne, PositiveRandomFeatures, SecondOrderTaylor
 from methods._featuremap.naive import feature_attention, feature_attention_parts
 from methods.base import MethodError
+from methods.favor.projection import draw_generator, orthogonal_gaussian_projection
 from tests.utils import assert_close
 
 LENGTHS = (1, 7, 63, 64, 65, 200)  # chunk_size 64: below, at and across chunk boundaries
@@ -97,6 +99,43 @@ def test_huge_future_keys_leave_earlier_outputs_unchanged(attend):
     phi_k[:, :, 30:] = 1e30  # scores overflow to inf there; masking must not turn them into nan
     after = attend(phi_q, phi_k, v, causal=True)
     assert torch.equal(before[:, :, :30], after[:, :, :30])
+
+
+# -- the two forms of each feature map (maps.py) ---------------------------------------------------
+PROJECTION = orthogonal_gaussian_projection(11, 6, draw_generator(0, 0))
+BLOCK_MAPS = {
+    "elu": EluPlusOne(6),
+    "taylor": SecondOrderTaylor(6, symmetric_half=False),
+    "taylor-half": SecondOrderTaylor(6, symmetric_half=True),
+    "favor-queries": PositiveRandomFeatures(PROJECTION, 6, key_shift=None),
+    "favor-keys": PositiveRandomFeatures(PROJECTION, 6, key_shift=torch.tensor(0.75)),
+}
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("name", BLOCK_MAPS)
+def test_block_form_of_each_map_matches_its_full_form(name, dtype):
+    """A block's features (and the factor pulled out of them) and the written-out d x, against
+    ``full`` and autograd on it, on a block of 3 chunks of 37 rows viewed as (1, 3, 37, D)."""
+    phi_map = BLOCK_MAPS[name]
+    gen = torch.Generator().manual_seed(1)
+    x = (2 * torch.randn(3, 37, 6, generator=gen)).to(dtype)
+    ref_x = x.float().clone().requires_grad_()
+    ref = phi_map.full(ref_x.view(1, 3, 37, 6))
+    ref_phi, ref_factor = ref if isinstance(ref, tuple) else (ref, None)
+    phi = torch.empty(3, 37, phi_map.num_features)
+    factor = phi_map.forward(x, phi)
+    assert_close("phi", ref_phi[0], phi, 1e-5)
+    if ref_factor is None:
+        assert factor is None
+    else:
+        assert_close("log factor", ref_factor[0].expand(3, 37), torch.as_tensor(factor).expand(3, 37), 1e-5)
+    grad_phi = torch.randn(phi.shape, generator=gen)
+    (ref_grad,) = torch.autograd.grad(ref_phi[0], ref_x, grad_phi)
+    grad = torch.empty_like(x)
+    phi_map.backward(x, phi, grad_phi.clone(), grad)
+    # d x is computed in float32 and rounded once to the input's dtype: half a bf16 ulp, 2^-9.
+    assert_close("dx", ref_grad, grad.float(), 1e-5 if dtype == torch.float32 else 2**-8)
 
 
 # -- the methods: fast paths against the naive definition ----------------------------------------

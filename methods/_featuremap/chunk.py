@@ -5,8 +5,8 @@ chunk the (L, L) score block A = tril(phi_q phi_k^T) is dense; keys of earlier c
 through the running sums S = sum_j phi_k_j v_j^T (F, E) and z = sum_j phi_k_j (F) before each
 chunk. Per chunk: num = A v + phi_q S, den = A 1 + phi_q z + eps, o = num / den.
 
-The work goes block by block (about SEGMENT_TOKENS tokens of a few heads, or a run of one long
-head's chunks), so that everything one block touches stays in cache: the feature maps (blocks.py)
+The work goes block by block (plan.py: about SEGMENT_TOKENS tokens of a few heads, or a run of one
+long head's chunks), so that everything one block touches stays in cache: the feature maps (maps.py)
 are applied to the block's rows there and written once into the features saved for the backward,
 the denominator is a row sum of the score block and a matrix-vector product (no value column of
 ones, no padded copy of v), and the division happens on the block just computed. A length that is
@@ -25,18 +25,12 @@ tensors, its backward the same formulas without the chunks.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import torch
 
-from methods._featuremap.blocks import Identity
-from methods._featuremap.common import DENOMINATOR_EPS
+from methods._featuremap.common import DENOMINATOR_EPS, scaled_eps
+from methods._featuremap.maps import Identity
+from methods._featuremap.plan import ChunkRun, chunk_slots, plan_blocks, rows, token_rows
 
-# About 2048 tokens handled together: every tensor a block touches (about 4 MiB at 64 features)
-# stays in cache, so time grows linearly with N, and short sequences still come in few, large
-# products (several heads at once).
-SEGMENT_TOKENS = 2048
-TINY = torch.finfo(torch.float32).tiny
 IDENTITY = Identity()
 
 
@@ -55,64 +49,7 @@ def feature_attention_chunk(
     return full_feature_attention(phi_q, phi_k, v, eps)
 
 
-# -- causal: blocks of chunks ------------------------------------------------------------------------
-@dataclass(frozen=True)
-class Block:
-    """Tokens [start, stop) of the heads ``heads``, in chunks of ``length`` (the last chunk of a
-    sequence may be a block of its own, shorter). Chunk indices start at ``start // chunk_size``."""
-
-    heads: slice
-    start: int
-    stop: int
-    length: int
-    first_chunk: int
-
-    @property
-    def chunks(self) -> int:
-        return (self.stop - self.start) // self.length
-
-
-def plan_blocks(heads: int, n: int, chunk_size: int) -> list[list[Block]]:
-    """Groups of blocks; a group's blocks share their heads and are visited in order, carrying
-    the running sums. Every block's tensors are views of (heads, N, X) tensors that flatten to
-    (heads in block * chunks, length, X) without a copy: whole heads, or one chunk of several
-    heads, or a run of one head's chunks."""
-    length = min(chunk_size, n)
-    full, tail = divmod(n, length)
-    if n <= SEGMENT_TOKENS:
-        group = max(1, SEGMENT_TOKENS // n)
-        plans = []
-        for h in range(0, heads, group):
-            hs = slice(h, min(h + group, heads))
-            if tail == 0:
-                blocks = [Block(hs, 0, n, length, 0)]
-            else:  # whole heads would not flatten: one chunk of every head at a time
-                blocks = [Block(hs, c * length, (c + 1) * length, length, c) for c in range(full)]
-                blocks.append(Block(hs, full * length, n, tail, full))
-            plans.append(blocks)
-        return plans
-    step = max(1, SEGMENT_TOKENS // length) * length
-    plans = []
-    for h in range(heads):
-        hs = slice(h, h + 1)
-        blocks = [Block(hs, s, min(s + step, full * length), length, s // length)
-                  for s in range(0, full * length, step)]
-        if tail:
-            blocks.append(Block(hs, full * length, n, tail, full))
-        plans.append(blocks)
-    return plans
-
-
-def _rows(x: torch.Tensor, block: Block) -> torch.Tensor:
-    """The block's rows of a (heads, N, X) tensor as (heads in block * chunks, length, X), a view."""
-    return x[block.heads, block.start : block.stop].view(-1, block.length, x.shape[-1])
-
-
-def _chunk_slots(x: torch.Tensor, block: Block) -> torch.Tensor:
-    """The block's slots of a per-chunk (heads, chunks, ...) tensor: (heads in block, chunks, ...)."""
-    return x[block.heads, block.first_chunk : block.first_chunk + block.chunks]
-
-
+# -- causal: blocks of chunks (plan.py) --------------------------------------------------------------
 def causal_feature_attention(
     x_q: torch.Tensor,
     x_k: torch.Tensor,
@@ -122,7 +59,7 @@ def causal_feature_attention(
     eps: float | torch.Tensor = DENOMINATOR_EPS,
     chunk_size: int = 64,
 ) -> torch.Tensor:
-    """Causal attention of the features ``query_map(x_q)``, ``key_map(x_k)`` (blocks.py) with v,
+    """Causal attention of the features ``query_map(x_q)``, ``key_map(x_k)`` (maps.py) with v,
     (B, H, N, .) each, the maps applied block by block; eps a number or broadcastable to (B, H, N),
     scaled by the factors the maps pull out. Returns float32 (B, H, N, E)."""
     batch, heads, n, _ = x_q.shape
@@ -179,25 +116,25 @@ class _CausalFeatureAttention(torch.autograd.Function):
         for blocks in plans:
             carry_state = carry_sum = None
             for i, block in enumerate(blocks):
-                q, k = _rows(phi_q, block), _rows(phi_k, block)
+                q, k = rows(phi_q, block), rows(phi_k, block)
                 log_factor = None
                 if not query_map.identity:
-                    log_factor = query_map.forward(_rows(x_q, block), q)
+                    log_factor = query_map.forward(rows(x_q, block), q)
                 if not key_map.identity:
-                    key_factor = key_map.forward(_rows(x_k, block), k)
+                    key_factor = key_map.forward(rows(x_k, block), k)
                     if key_factor is not None:
                         log_factor = key_factor if log_factor is None else log_factor + key_factor
-                values = _rows(v, block).float()
-                a = _rows(scores, block)[..., : block.length]
+                values = rows(v, block).float()
+                a = rows(scores, block)[..., : block.length]
                 # tril_, not a 0/1 product: a huge later key may score inf, and inf * 0 is nan.
                 torch.bmm(q, k.transpose(1, 2), out=a).tril_()
-                o = _rows(out, block)
+                o = rows(out, block)
                 torch.bmm(a, values, out=o)
-                d = den[block.heads, block.start : block.stop].view(-1, block.length)
+                d = token_rows(den, block)
                 torch.sum(a, -1, out=d)
                 if states is not None:
-                    before = _chunk_slots(states, block)
-                    sums_before = _chunk_slots(key_sums, block)
+                    before = chunk_slots(states, block)
+                    sums_before = chunk_slots(key_sums, block)
                     chunk_states = torch.bmm(k.transpose(1, 2), values).view(before.shape)
                     chunk_sums = k.sum(1).view(sums_before.shape)
                     last = i == len(blocks) - 1
@@ -207,13 +144,9 @@ class _CausalFeatureAttention(torch.autograd.Function):
                         carry_state = carry_sum = None
                     o.baddbmm_(q, before.view(-1, features, e))
                     d.unsqueeze(-1).baddbmm_(q, sums_before.reshape(-1, features, 1))
-                if log_factor is not None:  # eps scaled by the factors pulled out of the features
-                    base = eps if eps_rows is None else eps_rows[block.heads, block.start : block.stop].view(d.shape)
-                    d.add_(torch.exp(-log_factor.expand(d.shape)).mul_(base).clamp_min_(TINY))
-                elif eps_rows is not None:
-                    d.add_(eps_rows[block.heads, block.start : block.stop].view(d.shape))
-                else:
-                    d.add_(eps)
+                base = eps if eps_rows is None else token_rows(eps_rows, block)
+                # eps scaled by the factors pulled out of the features
+                d.add_(base if log_factor is None else scaled_eps(log_factor.expand(d.shape), base))
                 o.div_(d.unsqueeze(-1))
         ctx.save_for_backward(x_q, x_k, v, phi_q, phi_k, out, den, scores, states, key_sums)
         ctx.maps, ctx.chunk_size = (query_map, key_map), chunk_size
@@ -233,25 +166,25 @@ class _CausalFeatureAttention(torch.autograd.Function):
             carry_state = carry_sum = None
             for i in range(len(blocks) - 1, -1, -1):
                 block = blocks[i]
-                q, k, o = _rows(phi_q, block), _rows(phi_k, block), _rows(out, block)
-                values = _rows(v, block).float()
-                a = _rows(scores, block)[..., : block.length]
-                d = den[block.heads, block.start : block.stop].view(-1, block.length, 1)
-                g = _rows(grad_out, block).float() / d
+                q, k, o = rows(phi_q, block), rows(phi_k, block), rows(out, block)
+                values = rows(v, block).float()
+                a = rows(scores, block)[..., : block.length]
+                d = token_rows(den, block).unsqueeze(-1)
+                g = rows(grad_out, block).float() / d
                 r = torch.linalg.vecdot(g, o).neg_()  # d den, per row
                 if grad_den is not None:
-                    grad_den[block.heads, block.start : block.stop] = r.view(-1, block.stop - block.start)
+                    token_rows(grad_den, block).copy_(r)
                 grad_scores = torch.bmm(g, values.transpose(1, 2)).add_(r.unsqueeze(-1)).tril_()
                 # Gradients go straight into the outputs' rows where no map or cast follows.
                 dq = _scratch_or_rows(grad_q, block, query_map, features)
                 dk = _scratch_or_rows(grad_k, block, key_map, features)
-                dv = _rows(grad_v, block) if grad_v.dtype == torch.float32 else torch.empty_like(values)
+                dv = rows(grad_v, block) if grad_v.dtype == torch.float32 else torch.empty_like(values)
                 torch.bmm(grad_scores, k, out=dq)
                 torch.bmm(grad_scores.transpose(1, 2), q, out=dk)
                 torch.bmm(a.transpose(1, 2), g, out=dv)
                 if states is not None:
-                    before = _chunk_slots(states, block)
-                    sums_before = _chunk_slots(key_sums, block)
+                    before = chunk_slots(states, block)
+                    sums_before = chunk_slots(key_sums, block)
                     dq.baddbmm_(g, before.view(-1, features, e).transpose(1, 2))
                     dq.addcmul_(r.unsqueeze(-1), sums_before.reshape(-1, 1, features))
                     # What each chunk's state sends back: the sums over the later chunks that read it.
@@ -268,9 +201,9 @@ class _CausalFeatureAttention(torch.autograd.Function):
                     dv.baddbmm_(k, after)
                 for x, phi, grad, grad_x, phi_map in ((x_q, q, dq, grad_q, query_map), (x_k, k, dk, grad_k, key_map)):
                     if not _direct(grad_x, phi_map):
-                        phi_map.backward(_rows(x, block), phi, grad, _rows(grad_x, block))
+                        phi_map.backward(rows(x, block), phi, grad, rows(grad_x, block))
                 if grad_v.dtype != torch.float32:
-                    _rows(grad_v, block).copy_(dv)
+                    rows(grad_v, block).copy_(dv)
         return grad_q, grad_k, grad_v, grad_den, None, None, None, None
 
 
@@ -279,13 +212,12 @@ def _direct(out: torch.Tensor, feature_map) -> bool:
     return feature_map.identity and out.dtype == torch.float32
 
 
-def _scratch_or_rows(out: torch.Tensor, block: Block, feature_map, features: int) -> torch.Tensor:
+def _scratch_or_rows(out: torch.Tensor, block: ChunkRun, feature_map, features: int) -> torch.Tensor:
     """Where a block's feature gradient goes: the input gradient's rows (given features in
     float32) or scratch for the map's backward."""
     if _direct(out, feature_map):
-        return _rows(out, block)
-    return torch.empty(block.chunks * (block.heads.stop - block.heads.start), block.length, features,
-                       device=out.device, dtype=torch.float32)
+        return rows(out, block)
+    return torch.empty(block.matrices, block.length, features, device=out.device, dtype=torch.float32)
 
 
 # -- not causal: whole tensors -------------------------------------------------------------------

@@ -12,6 +12,7 @@ import torch
 # would be 0/0. 1e-6 is far below a typical denominator (about the number of keys seen) yet
 # large enough that float32 keeps it next to a denominator of order one.
 DENOMINATOR_EPS = 1e-6
+TINY = torch.finfo(torch.float32).tiny
 
 # Keys per block when a decoding state is summed from a prompt: the features of one block at a time.
 STATE_BLOCK = 4096
@@ -30,6 +31,13 @@ def key_sums(phi: Callable[[torch.Tensor], torch.Tensor], k: torch.Tensor, v: to
         kv = kv + torch.einsum("bhnf,bhne->bhfe", phi_k, v[:, :, block].float())
         z = z + phi_k.sum(2)
     return kv, z
+
+
+def scaled_eps(log_factor: torch.Tensor, eps: float | torch.Tensor = DENOMINATOR_EPS) -> torch.Tensor:
+    """eps exp(-log_factor): the epsilon of a denominator whose features had exp(log_factor) pulled
+    out, so that it scales as the rest of the denominator does and the attention is unchanged. Kept
+    at least float32's tiny, so that a fully underflowed denominator gives 0, never 0/0."""
+    return torch.exp(-log_factor).mul_(eps).clamp_min_(TINY)
 
 
 def divide_by_denominator(

@@ -24,7 +24,7 @@ causal 4 N F E forward, 10 N F E backward.
 
 from __future__ import annotations
 
-from methods._featuremap.chunk import plan_blocks
+from methods._featuremap.plan import plan_blocks
 
 
 def chunk_lengths(n: int, chunk_size: int) -> list[int]:

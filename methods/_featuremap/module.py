@@ -1,9 +1,9 @@
 """The base class of the kernelized methods: options, dispatch among impls, and the recurrent form.
 
 A subclass supplies ``feature_map(x, kind)`` and ``num_features`` (the full-tensor maps of the naive,
-Triton, non-causal and recurrent forms) and ``chunk_maps`` (the same maps block by block, for the
-causal chunked core); it may override ``features`` to compute a numerically stabilised pair of
-feature maps (with the matching epsilon) for ``forward``.
+Triton, non-causal and recurrent forms) and ``chunk_maps`` (the same maps in their block form, for
+the causal chunked core; maps.py holds both forms of each map); it may override ``features`` to
+compute a numerically stabilised pair of feature maps (with the matching epsilon) for ``forward``.
 """
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ class FeatureMapAttention(AttentionMethod):
         return self.feature_map(q, "query"), self.feature_map(k, "key"), DENOMINATOR_EPS
 
     def chunk_maps(self, q: torch.Tensor, k: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, Any, Any]:
-        """(x_q, x_k, query map, key map) for the causal chunked core (see _featuremap/blocks.py):
+        """(x_q, x_k, query map, key map) for the causal chunked core (block maps, see _featuremap/maps.py):
         the maps applied block by block to x_q, x_k give the causal ``features`` of q, k."""
         raise NotImplementedError
 

@@ -1,4 +1,9 @@
-"""Performer's FAVOR+ (Choromanski et al. 2021): positive orthogonal random features of exp."""
+"""Performer's FAVOR+ (Choromanski et al. 2021): positive orthogonal random features of exp.
+
+Its paths are the kernelized core's (methods/_featuremap/: naive.py the reference, chunk.py the
+chunked path, triton.py the kernels) run on this map (``PositiveRandomFeatures`` in
+_featuremap/maps.py) with this module's projection (projection.py), redrawn during training.
+"""
 
 from __future__ import annotations
 
@@ -6,9 +11,8 @@ import math
 
 import torch
 
-from methods._featuremap.blocks import PositiveRandomFeatures
-from methods._featuremap.common import DENOMINATOR_EPS
-from methods._featuremap.maps import positive_random_feature_logits
+from methods._featuremap.common import scaled_eps
+from methods._featuremap.maps import ALL_KEYS, PositiveRandomFeatures
 from methods._featuremap.module import FeatureMapAttention
 from methods.favor.projection import draw_generator, orthogonal_gaussian_projection
 from methods.registry import register
@@ -24,8 +28,6 @@ class FavorAttention(FeatureMapAttention):
 
     name = "favor"
     method_options = {**FeatureMapAttention.method_options, "num_features": None, "redraw_interval": 1000, "seed": 0}
-    # Still version 1: each attention layer now draws its own projection (the backbone offsets the
-    # seed by the layer's index), and a model with one attention layer computes exactly as before.
     fidelity_note = ("favor: unbiased positive random features; the error should fall as 1/sqrt(d_phi) "
                      "(slopes below), and grows with the score temperature.")
 
@@ -63,13 +65,15 @@ class FavorAttention(FeatureMapAttention):
         fresh = orthogonal_gaussian_projection(self.num_features, self.head_dim, draw_generator(self.seed, draw_index))
         self.projection.copy_(fresh)
 
-    def _logits(self, x: torch.Tensor) -> torch.Tensor:
-        return positive_random_feature_logits(x.float() * self.head_dim**-0.25, self.projection.float())
+    def _map(self, key_shift: torch.Tensor | str | None = None) -> PositiveRandomFeatures:
+        """The map on the projection as it is now (redraws replace it in place); ``key_shift`` as
+        PositiveRandomFeatures takes it (None: the query map)."""
+        return PositiveRandomFeatures(self.projection, self.head_dim, key_shift)
 
     def feature_map(self, x: torch.Tensor, kind: str) -> torch.Tensor:
         """exp(w_r.x - |x|^2/2)/sqrt(m) on x = input/D^(1/4), unstabilised: (B,H,N,m)."""
         self.check_kind(kind)
-        return torch.exp(self._logits(x)) / math.sqrt(self.num_features)
+        return self._map().unshifted(x)
 
     def feature_map_flops(self, n, impl, causal):
         """Both maps project onto the m random directions: 2 N D m each, forward and backward (the
@@ -83,9 +87,7 @@ class FavorAttention(FeatureMapAttention):
         return (bound - KEY_LOGIT_CEILING).clamp_min(0.0)
 
     def chunk_maps(self, q, k):
-        queries = PositiveRandomFeatures(self.projection, self.head_dim, key_shift=None)
-        keys = PositiveRandomFeatures(self.projection, self.head_dim, key_shift=self._causal_key_shift())
-        return q, k, queries, keys
+        return q, k, self._map(), self._map(self._causal_key_shift())
 
     def features(self, q, k, causal):
         """The feature maps with a factor pulled out of each, and eps scaled by the same factors,
@@ -93,18 +95,6 @@ class FavorAttention(FeatureMapAttention):
         each its own max over features. Keys: in the causal form a shift that depends on the
         projection only (w.x - |x|^2/2 <= |w|^2/2), so later keys cannot reach earlier outputs;
         otherwise the max over all keys and features."""
-        logits_q, logits_k = self._logits(q), self._logits(k)
-        # No gradient through the shifts: the result does not depend on them.
-        query_shift = logits_q.detach().amax(-1)  # (B,H,N)
-        if causal:
-            key_shift = self._causal_key_shift().expand(logits_k.shape[:2]).unsqueeze(-1)
-        else:
-            key_shift = logits_k.detach().amax((-2, -1)).unsqueeze(-1)  # (B,H,1)
-        # 1/sqrt(m) rides in the exponent and exp works in place: one new (B,H,N,m) tensor per map.
-        log_root_m = 0.5 * math.log(self.num_features)
-        phi_q = (logits_q - (query_shift + log_root_m).unsqueeze(-1)).exp_()
-        phi_k = (logits_k - (key_shift + log_root_m).unsqueeze(-1)).exp_()
-        # Both shifts scale the denominator by exp(-shifts); eps follows so that it cancels too.
-        # Clamped away from 0 so that a fully underflowed denominator gives 0, never 0/0.
-        eps = DENOMINATOR_EPS * torch.exp(-(query_shift + key_shift))
-        return phi_q, phi_k, eps.clamp_min(torch.finfo(torch.float32).tiny)
+        phi_q, query_shift = self._map().full(q)
+        phi_k, key_shift = self._map(self._causal_key_shift() if causal else ALL_KEYS).full(k)
+        return phi_q, phi_k, scaled_eps(query_shift + key_shift)

@@ -1,11 +1,14 @@
-"""Linear attention (Katharopoulos et al. 2020): the feature map elu(x) + 1, no scaling."""
+"""Linear attention (Katharopoulos et al. 2020): the feature map elu(x) + 1, no scaling.
+
+Its paths are the kernelized core's (methods/_featuremap/: naive.py the reference, chunk.py the
+chunked path, triton.py the kernels) run on this map (``EluPlusOne`` in _featuremap/maps.py).
+"""
 
 from __future__ import annotations
 
 import torch
 
-from methods._featuremap.blocks import EluPlusOne
-from methods._featuremap.maps import elu_plus_one
+from methods._featuremap.maps import EluPlusOne
 from methods._featuremap.module import FeatureMapAttention
 from methods.registry import register
 
@@ -24,7 +27,7 @@ class LinearAttention(FeatureMapAttention):
     def feature_map(self, x: torch.Tensor, kind: str) -> torch.Tensor:
         """elu(x) + 1 for queries and keys alike: (B,H,N,D)."""
         self.check_kind(kind)
-        return elu_plus_one(x.float())
+        return EluPlusOne.full(x)
 
     def chunk_maps(self, q, k):
         phi = EluPlusOne(self.head_dim)

@@ -13,31 +13,30 @@ Per chunk, with A = tril(phi_q phi_k^T) * lambda_t[level] * exp(G_t - G_s):
 where [N_j | Z_j] (F, E + 1) is the node read at level j (its key sums ride as one more column of
 the small node states, never as a column of ones beside the (B, H, N, E) values).
 
-As in _featuremap/chunk.py, the work goes block by block so that a block's tensors stay in cache:
-the feature map is applied to a block's rows there, the weights of a chunk are gathered from the
-bit pattern of positions, and the division happens on the block just computed. Blocks are aligned
-runs of 2^b chunks, so that inside a block the queries reading level j < b are strided views (the
-odd halves of its pairs of 2^j chunks) and for j >= b the whole block reads one node or none. The
-backward is written out: queries first (their gradient, the in-chunk keys' and values', and what
-each node receives), then the tree from the top level down, then the keys' share through the
-chunk states. Not causal: a forward and a reversed causal pass, the diagonal counted once.
+As in _featuremap/chunk.py, the work goes block by block (_featuremap/plan.py) so that a block's
+tensors stay in cache: the feature map is applied to a block's rows there, the weights of a chunk
+are gathered from the bit pattern of positions, and the division happens on the block just
+computed. Blocks are aligned runs of 2^b chunks, so that inside a block the queries reading level
+j < b are strided views (the odd halves of its pairs of 2^j chunks) and for j >= b the whole block
+reads one node or none. The backward is written out: queries first (their gradient, the in-chunk
+keys' and values', and what each node receives), then the tree from the top level down, then the
+keys' share through the chunk states. Not causal: a forward and a reversed causal pass, the diagonal counted once.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cache
 
 import torch
-import torch.nn.functional as F
 
-from methods._featuremap.blocks import EluPlusOne
 from methods._featuremap.common import DENOMINATOR_EPS
+from methods._featuremap.maps import Identity
+from methods._featuremap.plan import ChunkRun, chunk_slots, plan_blocks, rows, token_rows
 from methods.base import MethodError
-from methods.loglinear.levels import level_matrix
+from methods.loglinear.levels import level_matrix, levels_used
 
-# Tokens of one head handled together (see _featuremap/chunk.py): a power of two of chunks.
-SEGMENT_TOKENS = 2048
+IDENTITY = Identity()
 
 
 def check_chunk_size(chunk_size: int) -> None:
@@ -46,80 +45,23 @@ def check_chunk_size(chunk_size: int) -> None:
         raise MethodError(f"loglinear: chunk_size must be a power of two >= 16, got {chunk_size!r}")
 
 
-def levels_used(n: int) -> int:
-    """How many level weights a sequence of n tokens reads: levels 0 .. bit_length(n - 1)."""
-    return (n - 1).bit_length() + 1
-
-
-# -- the plan: aligned blocks of chunks -----------------------------------------------------------
-@dataclass(frozen=True)
-class Block:
-    """Chunks [first_chunk, first_chunk + chunks) of the heads ``heads``, each ``length`` tokens:
-    tokens [start, stop). ``chunks`` is a power of two and divides ``first_chunk``."""
-
-    heads: slice
-    first_chunk: int
-    chunks: int
-    length: int
-    start: int
-    stop: int
-
-
-def plan_blocks(heads: int, n: int, chunk_size: int) -> list[list[Block]]:
-    """Groups of blocks sharing their heads. Several heads go together only in blocks of whole
-    heads (a power of two of chunks, no shorter last chunk) or of one chunk each: then a block's
-    rows flatten to (heads * chunks, length, X) without a copy."""
-    full, tail = divmod(n, chunk_size)
-    group = max(1, SEGMENT_TOKENS // n) if n <= SEGMENT_TOKENS else 1
-    cap = max(1, SEGMENT_TOKENS // chunk_size)
-    plans = []
-    for h in range(0, heads, group):
-        hs = slice(h, min(h + group, heads))
-        runs = []  # (first chunk, chunks) aligned dyadic runs covering the full chunks
-        if hs.stop - hs.start > 1 and not (tail == 0 and full & (full - 1) == 0):
-            runs = [(c, 1) for c in range(full)]
-        else:
-            c = 0
-            while c < full:
-                size = min(cap, 1 << ((full - c).bit_length() - 1))
-                while c % size:
-                    size //= 2
-                runs.append((c, size))
-                c += size
-        blocks = [Block(hs, c, size, chunk_size, c * chunk_size, (c + size) * chunk_size) for c, size in runs]
-        if tail:
-            blocks.append(Block(hs, full, 1, tail, full * chunk_size, n))
-        plans.append(blocks)
-    return plans
-
-
-def _rows(x: torch.Tensor, block: Block) -> torch.Tensor:
-    """The block's rows of a (heads, N, X) tensor as (heads in block * chunks, length, X): a view."""
-    return x[block.heads, block.start : block.stop].view(-1, block.length, x.shape[-1])
-
-
-def _token_rows(x: torch.Tensor, block: Block) -> torch.Tensor:
-    """The block's entries of a (heads, N) tensor as (heads in block * chunks, length): a view."""
-    return x[block.heads, block.start : block.stop].view(-1, block.length)
-
-
 @dataclass(frozen=True)
 class Reader:
     """The queries of a block that read level j, and the nodes they read: ``rows(x)`` views a
     (heads, N, ...) tensor as (R, S, ...), one node per leading index; ``nodes`` indexes the level."""
 
     level: int
-    block: Block
+    block: ChunkRun
     pairs: int  # > 0: odd halves of pairs of 2^j chunks; 0: the whole block reads one node
     node: int  # the first node read
 
     def rows(self, x: torch.Tensor) -> torch.Tensor:
         b = self.block
-        rows = x[b.heads, b.start : b.stop]
+        span = x[b.heads, b.start : b.stop]
         if not self.pairs:
-            return rows
+            return span
         size = b.length << self.level
-        odd = rows.unflatten(1, (self.pairs, 2, size))[:, :, 1]
+        odd = span.unflatten(1, (self.pairs, 2, size))[:, :, 1]
         return odd.view(-1, size, *x.shape[2:])
 
     def nodes(self, level: torch.Tensor) -> torch.Tensor:
@@ -131,7 +73,7 @@ class Reader:
         return picked.view(-1, *level.shape[2:])
 
 
-def readers(block: Block, num_levels: int) -> list[Reader]:
+def readers(block: ChunkRun, num_levels: int) -> list[Reader]:
     """For each chunk level j, the block's queries that read it (none when no chunk has bit j)."""
     found = []
     for j in range(num_levels):
@@ -156,12 +98,12 @@ def loglinear_attention_chunk(
 ) -> torch.Tensor:
     """Same result as ``naive.loglinear_attention`` in O(N log N) time; returns float32.
 
-    ``phi_q``, ``phi_k`` are features, or with ``feature_map`` (a block map of
-    _featuremap/blocks.py) the inputs that map turns into features block by block."""
+    ``phi_q``, ``phi_k`` are features, or with ``feature_map`` (a map of _featuremap/maps.py) the
+    inputs that map turns into features block by block."""
     check_chunk_size(chunk_size)
     batch, heads, n, _ = phi_q.shape
     if feature_map is None:
-        feature_map = _GIVEN
+        feature_map = IDENTITY
         phi_q, phi_k = phi_q.float(), phi_k.float()
     cumulative = None if log_gates is None else log_gates.float().cumsum(-1)
     level_weights = level_weights.float()
@@ -184,31 +126,6 @@ def loglinear_attention_chunk(
     num = num + num_r.flip(1) - diagonal.unsqueeze(-1) * flat(v).float()
     den = den + den_r.flip(1) - diagonal + eps
     return (num / den.unsqueeze(-1)).view(batch, heads, n, -1)
-
-
-class _Given:
-    """Features handed in as they are."""
-
-    identity = True
-
-    @staticmethod
-    def full(x: torch.Tensor) -> torch.Tensor:
-        return x
-
-    @staticmethod
-    def backward(x, phi, grad_phi, out):
-        out.copy_(grad_phi)
-
-
-_GIVEN = _Given()
-
-
-class EluFeatures(EluPlusOne):
-    """elu + 1 block by block, and on whole tensors for the diagonal of the non-causal form."""
-
-    @staticmethod
-    def full(x: torch.Tensor) -> torch.Tensor:
-        return F.elu(x.float()) + 1.0
 
 
 # -- the causal core ----------------------------------------------------------------------------
@@ -241,28 +158,28 @@ class _CausalLogLinear(torch.autograd.Function):
         in_chunk = chunk_size.bit_length()  # levels 0..c inside a chunk of 2^c
         full = n // chunk_size
         num_levels = (-(-n // chunk_size) - 1).bit_length()  # chunk levels any query reads
-        plans = plan_blocks(bh, n, chunk_size)
+        plans = plan_blocks(bh, n, chunk_size, aligned=True)
         out = torch.empty(bh, n, e, **f32)
         den = torch.empty(bh, n, **f32)
         scores = torch.empty(bh, n, min(chunk_size, n), **f32)
         if not feature_map.identity:
             for blocks in plans:
                 for block in blocks:
-                    feature_map.forward(_rows(x_q, block), _rows(phi_q, block))
-                    feature_map.forward(_rows(x_k, block), _rows(phi_k, block))
+                    feature_map.forward(rows(x_q, block), rows(phi_q, block))
+                    feature_map.forward(rows(x_k, block), rows(phi_k, block))
         tree, ends = _build_tree(phi_k, v, gates, plans, full, num_levels, chunk_size)
         for blocks in plans:
             for block in blocks:
-                q, k = _rows(phi_q, block), _rows(phi_k, block)
-                values = _rows(v, block).float()
-                a = _rows(scores, block)[..., : block.length]
+                q, k = rows(phi_q, block), rows(phi_k, block)
+                values = rows(v, block).float()
+                a = rows(scores, block)[..., : block.length]
                 torch.bmm(q, k.transpose(1, 2), out=a)
-                weights = _chunk_weights(_rows(lam, block), gates, block, in_chunk)
+                weights = _chunk_weights(rows(lam, block), gates, block, in_chunk)
                 # tril_, not a 0/1 product: a huge later key may score inf, and inf * 0 is nan.
                 weighted = (a * weights).tril_()
-                o = _rows(out, block)
+                o = rows(out, block)
                 torch.bmm(weighted, values, out=o)
-                d = _token_rows(den, block)
+                d = token_rows(den, block)
                 torch.sum(weighted, -1, out=d)
                 for reader in readers(block, num_levels):
                     scale, _ = _reader_scale(reader, lam, gates, ends, in_chunk)
@@ -283,108 +200,117 @@ class _CausalLogLinear(torch.autograd.Function):
         x_q, x_k, v, lam, gates, phi_q, phi_k, out, den, scores, *rest = ctx.saved_tensors
         normalize, feature_map, chunk_size, num_levels = ctx.setup
         tree, ends = rest[:num_levels], rest[num_levels:] if gates is not None else None
-        bh, n, e = out.shape
-        features = phi_q.shape[-1]
-        in_chunk = chunk_size.bit_length()
+        bh, n, _ = out.shape
         full = n // chunk_size
-        plans = plan_blocks(bh, n, chunk_size)
+        blocks = [block for group in plan_blocks(bh, n, chunk_size, aligned=True) for block in group]
         grad_out = grad_out.contiguous()
         if not normalize:
             grad_den = torch.zeros_like(den) if grad_den is None else grad_den.contiguous()
+        grads = _Gradients(phi_q, phi_k, v, lam, gates, scores, tree, ends, chunk_size.bit_length(), num_levels)
+        # Queries first: their gradient, the in-chunk keys' and values', and what each node receives.
         grad_q = torch.empty_like(x_q)
-        # The keys' feature gradients, in float32 until the chunk states have added theirs.
-        grad_phi_k = torch.empty(bh, n, features, device=x_q.device, dtype=torch.float32)
-        grad_v = torch.empty(bh, n, e, device=v.device, dtype=torch.float32)
-        grad_k = grad_phi_k if feature_map.identity else torch.empty_like(x_k)
-        grad_lam = torch.zeros_like(lam)
-        grad_gates = None if gates is None else torch.zeros_like(gates)
-        grad_tree = [torch.zeros_like(t) for t in tree]
-        grad_ends = None if gates is None else [torch.zeros_like(t) for t in ends]
-        for blocks in plans:
-            for block in blocks:
-                q, k = _rows(phi_q, block), _rows(phi_k, block)
-                values = _rows(v, block).float()
-                if normalize:
-                    d = _token_rows(den, block).unsqueeze(-1)
-                    g = _rows(grad_out, block).float() / d
-                    r = torch.linalg.vecdot(g, _rows(out, block)).neg_()
-                else:
-                    g, r = _rows(grad_out, block).float(), _token_rows(grad_den, block)
-                # d [num | den], the gradient every node product sends back.
-                both = torch.cat([g, r.unsqueeze(-1)], -1)
-                a = _rows(scores, block)[..., : block.length]
-                weights = _chunk_weights(_rows(lam, block), gates, block, in_chunk)
-                weighted = (a * weights).tril_()
-                grad_weighted = torch.bmm(g, values.transpose(1, 2)).add_(r.unsqueeze(-1)).tril_()
-                grad_scores = grad_weighted * weights
-                dq = torch.bmm(grad_scores, k)
-                torch.bmm(grad_scores.transpose(1, 2), q, out=_rows(grad_phi_k, block))
-                torch.bmm(weighted.transpose(1, 2), g, out=_rows(grad_v, block))
-                # weights = lambda_t[level] * decay: lambda's share sums over the keys of each level.
-                through_weights = grad_weighted * a
-                if gates is not None:
-                    decay = _decay(_token_rows(gates, block))
-                    through_weights.mul_(decay)
-                    # d/dG_t of exp(G_t - G_s) is +weighted, d/dG_s is -weighted.
-                    exponent = (grad_weighted * weighted)
-                    _token_rows(grad_gates, block).add_(exponent.sum(-1)).sub_(exponent.sum(-2))
-                index = _level_index(block.length, q.device).expand_as(through_weights)
-                _rows(grad_lam, block)[..., : weights_levels(block.length)].scatter_add_(
-                    2, index, through_weights.tril_())
-                dq_rows = dq.view(-1, block.stop - block.start, features)  # (heads, rows, F)
-                for reader in readers(block, num_levels):
-                    scale, decay = _reader_scale(reader, lam, gates, ends, in_chunk)
-                    node = reader.nodes(tree[reader.level])
-                    back = torch.bmm(_reader_rows(reader, both), node.transpose(1, 2))  # (R, S, F)
-                    grad_scale = torch.linalg.vecdot(back, reader.rows(phi_q))
-                    _reader_rows(reader, dq_rows).addcmul_(back, scale.unsqueeze(-1))
-                    reader.nodes(grad_tree[reader.level]).baddbmm_(
-                        reader.rows(phi_q).transpose(1, 2), _reader_rows(reader, both) * scale.unsqueeze(-1))
-                    if gates is None:
-                        reader.rows(grad_lam)[..., in_chunk + reader.level].add_(grad_scale)
-                    else:
-                        reader.rows(grad_lam)[..., in_chunk + reader.level].addcmul_(grad_scale, decay)
-                        through = grad_scale * scale  # d/d(exponent G_t - G_end)
-                        reader.rows(grad_gates).add_(through)
-                        reader.nodes(grad_ends[reader.level]).sub_(through.sum(-1))
-                feature_map.backward(_rows(x_q, block), q, dq, _rows(grad_q, block))
-        grad_chunks, grad_chunk_ends = _tree_backward(tree, ends, grad_tree, grad_ends)
-        for blocks in plans:
-            for block in blocks:
-                k = _rows(phi_k, block)
-                dk = _rows(grad_phi_k, block)
-                if block.first_chunk < full and grad_chunks is not None:
-                    _chunk_state_backward(k, _rows(v, block).float(), gates, block, grad_chunks, grad_chunk_ends,
-                                          dk, _rows(grad_v, block), grad_gates, e)
-                if not feature_map.identity:
-                    feature_map.backward(_rows(x_k, block), k, dk, _rows(grad_k, block))
+        for block in blocks:
+            if normalize:
+                g = rows(grad_out, block).float() / token_rows(den, block).unsqueeze(-1)
+                r = torch.linalg.vecdot(g, rows(out, block)).neg_()
+            else:
+                g, r = rows(grad_out, block).float(), token_rows(grad_den, block)
+            dq = grads.inside_chunks(block, g, r)
+            # d [num | den], the gradient every node product sends back.
+            grads.reads(block, torch.cat([g, r.unsqueeze(-1)], -1), dq)
+            feature_map.backward(rows(x_q, block), rows(phi_q, block), dq, rows(grad_q, block))
+        # Then the tree from the top level down, then the keys' share through the chunk states.
+        grad_chunks, grad_chunk_ends = _tree_backward(tree, ends, grads.grad_tree, grads.grad_ends)
+        grad_k = grads.grad_phi_k if feature_map.identity else torch.empty_like(x_k)
+        for block in blocks:
+            k, dk = rows(phi_k, block), rows(grads.grad_phi_k, block)
+            if block.first_chunk < full and grad_chunks is not None:
+                _chunk_state_backward(k, rows(v, block).float(), gates, block, grad_chunks, grad_chunk_ends,
+                                      dk, rows(grads.grad_v, block), grads.grad_gates, v.shape[-1])
+            if not feature_map.identity:
+                feature_map.backward(rows(x_k, block), k, dk, rows(grad_k, block))
         if gates is not None and grad_chunk_ends is not None:
             # A chunk state's end is the gate at its last token.
-            grad_gates[:, chunk_size - 1 : full * chunk_size : chunk_size] += grad_chunk_ends
-        return (grad_q, grad_k.to(x_k.dtype), grad_v.to(v.dtype), grad_lam, grad_gates,
+            grads.grad_gates[:, chunk_size - 1 : full * chunk_size : chunk_size] += grad_chunk_ends
+        return (grad_q, grad_k.to(x_k.dtype), grads.grad_v.to(v.dtype), grads.grad_lam, grads.grad_gates,
                 None, None, None, None)
 
 
-def weights_levels(length: int) -> int:
-    """Level weights a chunk of ``length`` tokens reads inside itself: 0 .. bit_length(length - 1)."""
-    return (length - 1).bit_length() + 1
+class _Gradients:
+    """The gradients the backward fills block by block (float32), from the forward's saved tensors."""
+
+    def __init__(self, phi_q, phi_k, v, lam, gates, scores, tree, ends, in_chunk: int, num_levels: int) -> None:
+        self.saved = (phi_q, phi_k, v, lam, gates, scores, tree, ends)
+        self.in_chunk, self.num_levels = in_chunk, num_levels
+        # The keys' feature gradients, in float32 until the chunk states have added theirs.
+        self.grad_phi_k = torch.empty(phi_k.shape, device=phi_k.device, dtype=torch.float32)
+        self.grad_v = torch.empty(v.shape, device=v.device, dtype=torch.float32)
+        self.grad_lam = torch.zeros_like(lam)
+        self.grad_gates = None if gates is None else torch.zeros_like(gates)
+        self.grad_tree = [torch.zeros_like(t) for t in tree]
+        self.grad_ends = None if gates is None else [torch.zeros_like(t) for t in ends]
+
+    def inside_chunks(self, block: ChunkRun, g: torch.Tensor, r: torch.Tensor) -> torch.Tensor:
+        """d phi_q of the block's queries from the keys of their own chunk (returned); the in-chunk
+        shares of the keys, values, level weights and gates (written or added)."""
+        phi_q, phi_k, v, lam, gates, scores, _, _ = self.saved
+        q, k = rows(phi_q, block), rows(phi_k, block)
+        values = rows(v, block).float()
+        a = rows(scores, block)[..., : block.length]
+        weights = _chunk_weights(rows(lam, block), gates, block, self.in_chunk)
+        weighted = (a * weights).tril_()
+        grad_weighted = torch.bmm(g, values.transpose(1, 2)).add_(r.unsqueeze(-1)).tril_()
+        grad_scores = grad_weighted * weights
+        dq = torch.bmm(grad_scores, k)
+        torch.bmm(grad_scores.transpose(1, 2), q, out=rows(self.grad_phi_k, block))
+        torch.bmm(weighted.transpose(1, 2), g, out=rows(self.grad_v, block))
+        # weights = lambda_t[level] * decay: lambda's share sums over the keys of each level.
+        through_weights = grad_weighted * a
+        if gates is not None:
+            through_weights.mul_(_decay(token_rows(gates, block)))
+            # d/dG_t of exp(G_t - G_s) is +weighted, d/dG_s is -weighted.
+            exponent = grad_weighted * weighted
+            token_rows(self.grad_gates, block).add_(exponent.sum(-1)).sub_(exponent.sum(-2))
+        index = _level_index(block.length, q.device).expand_as(through_weights)
+        rows(self.grad_lam, block)[..., : levels_used(block.length)].scatter_add_(2, index, through_weights.tril_())
+        return dq
+
+    def reads(self, block: ChunkRun, both: torch.Tensor, dq: torch.Tensor) -> None:
+        """The share of the nodes the block's queries read, given d [num | den] ``both``: added to
+        dq (in place), to the nodes, the level weights and the gates."""
+        phi_q, _, _, lam, gates, _, tree, ends = self.saved
+        dq_rows = dq.view(-1, block.stop - block.start, dq.shape[-1])  # (heads, rows, F)
+        for reader in readers(block, self.num_levels):
+            scale, decay = _reader_scale(reader, lam, gates, ends, self.in_chunk)
+            node = reader.nodes(tree[reader.level])
+            back = torch.bmm(_reader_rows(reader, both), node.transpose(1, 2))  # (R, S, F)
+            grad_scale = torch.linalg.vecdot(back, reader.rows(phi_q))
+            _reader_rows(reader, dq_rows).addcmul_(back, scale.unsqueeze(-1))
+            reader.nodes(self.grad_tree[reader.level]).baddbmm_(
+                reader.rows(phi_q).transpose(1, 2), _reader_rows(reader, both) * scale.unsqueeze(-1))
+            if gates is None:
+                reader.rows(self.grad_lam)[..., self.in_chunk + reader.level].add_(grad_scale)
+            else:
+                reader.rows(self.grad_lam)[..., self.in_chunk + reader.level].addcmul_(grad_scale, decay)
+                through = grad_scale * scale  # d/d(exponent G_t - G_end)
+                reader.rows(self.grad_gates).add_(through)
+                reader.nodes(self.grad_ends[reader.level]).sub_(through.sum(-1))
 
 
-def _chunk_weights(lam_rows: torch.Tensor, gates: torch.Tensor | None, block: Block, in_chunk: int) -> torch.Tensor:
+def _chunk_weights(lam_rows: torch.Tensor, gates: torch.Tensor | None, block: ChunkRun, in_chunk: int) -> torch.Tensor:
     """(M, L, L) weights lambda_t[level(t, s)] (times exp(G_t - G_s) with decay); not yet masked."""
     index = _level_index(block.length, lam_rows.device)
-    weights = lam_rows[..., : weights_levels(block.length)].gather(2, index.expand(lam_rows.shape[0], -1, -1))
+    weights = lam_rows[..., : levels_used(block.length)].gather(2, index.expand(lam_rows.shape[0], -1, -1))
     if gates is not None:
-        weights.mul_(_decay(_token_rows(gates, block)))
+        weights.mul_(_decay(token_rows(gates, block)))
     return weights
 
 
 def _reader_rows(reader: Reader, block_local: torch.Tensor) -> torch.Tensor:
     """``reader.rows`` of a block-local (heads in block * chunks, length, X) tensor."""
     b = reader.block
-    heads = b.heads.stop - b.heads.start if b.heads.stop is not None else None
-    as_heads = block_local.reshape(heads, b.stop - b.start, block_local.shape[-1])
-    local = Block(slice(None), b.first_chunk, b.chunks, b.length, 0, b.stop - b.start)
+    as_heads = block_local.reshape(b.heads.stop - b.heads.start, b.stop - b.start, block_local.shape[-1])
+    local = replace(b, heads=slice(None), start=0, stop=b.stop - b.start)
     return Reader(reader.level, local, reader.pairs, reader.node).rows(as_heads)
 
 
@@ -412,9 +338,9 @@ def _build_tree(phi_k, v, gates, plans, full: int, num_levels: int, chunk_size: 
         for block in blocks:
             if block.first_chunk >= full:  # the shorter last chunk: nothing reads it
                 continue
-            k = _chunk_keys(_rows(phi_k, block), gates, block, chunk_ends)
-            state = chunks[block.heads, block.first_chunk : block.first_chunk + block.chunks].view(-1, features, e + 1)
-            torch.bmm(k.transpose(1, 2), _rows(v, block).float(), out=state[..., :e])
+            k = _chunk_keys(rows(phi_k, block), gates, block, chunk_ends)
+            state = chunk_slots(chunks, block).view(-1, features, e + 1)
+            torch.bmm(k.transpose(1, 2), rows(v, block).float(), out=state[..., :e])
             torch.sum(k, 1, out=state[..., e])
     tree, ends = [chunks], [] if gates is None else [chunk_ends]
     for _ in range(1, num_levels):
@@ -429,12 +355,12 @@ def _build_tree(phi_k, v, gates, plans, full: int, num_levels: int, chunk_size: 
     return tree, ends
 
 
-def _chunk_keys(k: torch.Tensor, gates, block: Block, chunk_ends) -> torch.Tensor:
+def _chunk_keys(k: torch.Tensor, gates, block: ChunkRun, chunk_ends) -> torch.Tensor:
     """A block's keys decayed to the end of their chunk: k_s exp(G_end - G_s) (or k as it is)."""
     if gates is None:
         return k
-    g = _token_rows(gates, block)
-    end = chunk_ends[block.heads, block.first_chunk : block.first_chunk + block.chunks].reshape(-1, 1)
+    g = token_rows(gates, block)
+    end = chunk_slots(chunk_ends, block).reshape(-1, 1)
     return k * torch.exp(end - g).unsqueeze(-1)
 
 
@@ -463,13 +389,12 @@ def _tree_backward(tree, ends, grad_tree, grad_ends):
 def _chunk_state_backward(k, values, gates, block, grad_chunks, grad_chunk_ends, dk, dv, grad_gates, e) -> None:
     """Add the chunk states' share to a block's key and value gradients (in place)."""
     features = k.shape[-1]
-    grad_state = grad_chunks[block.heads, block.first_chunk : block.first_chunk + block.chunks].reshape(
-        -1, features, e + 1)
+    grad_state = chunk_slots(grad_chunks, block).reshape(-1, features, e + 1)
     decayed = k
     if gates is not None:
-        g = _token_rows(gates, block)
+        g = token_rows(gates, block)
         chunk_ends = gates[:, block.length - 1 :: block.length]
-        end = chunk_ends[block.heads, block.first_chunk : block.first_chunk + block.chunks].reshape(-1, 1)
+        end = chunk_slots(chunk_ends, block).reshape(-1, 1)
         weight = torch.exp(end - g)
         decayed = k * weight.unsqueeze(-1)
     # state = decayed^T [v, 1]: d decayed = [v, 1] d state^T, d v = decayed d N.
@@ -480,6 +405,5 @@ def _chunk_state_backward(k, values, gates, block, grad_chunks, grad_chunk_ends,
         return
     dk.addcmul_(grad_decayed, weight.unsqueeze(-1))
     through = torch.linalg.vecdot(grad_decayed, decayed)  # d/d(G_end - G_s)
-    _token_rows(grad_gates, block).sub_(through)
-    grad_chunk_ends[block.heads, block.first_chunk : block.first_chunk + block.chunks].add_(
-        through.sum(-1).view(-1, block.chunks))
+    token_rows(grad_gates, block).sub_(through)
+    chunk_slots(grad_chunk_ends, block).add_(through.sum(-1).view(-1, block.chunks))

@@ -35,6 +35,12 @@ def noncausal_level_matrix(n: int, device: torch.device | str | None = None) -> 
     return torch.where(forward >= 0, forward, forward.flip(0, 1))
 
 
+def levels_used(n: int) -> int:
+    """How many level weights n consecutive tokens read (a sequence, or one chunk inside itself):
+    levels 0 .. bit_length(n - 1)."""
+    return (n - 1).bit_length() + 1
+
+
 def max_length(num_levels: int) -> int:
     """The longest sequence whose levels all fit in ``num_levels`` weights: 2^(num_levels - 1)."""
     return 1 << (num_levels - 1)
@@ -44,7 +50,7 @@ def check_length(n: int, num_levels: int) -> None:
     """A clear error when a sequence of length ``n`` needs more than ``num_levels`` levels."""
     if n > max_length(num_levels):
         raise MethodError(
-            f"loglinear: sequence length {n} needs {(n - 1).bit_length() + 1} levels but "
+            f"loglinear: sequence length {n} needs {levels_used(n)} levels but "
             f"num_levels={num_levels} covers at most {max_length(num_levels)} tokens; "
             f"raise num_levels"
         )

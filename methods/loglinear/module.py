@@ -16,11 +16,11 @@ import torch.nn.functional as F
 from torch import nn
 
 from methods._featuremap.common import DENOMINATOR_EPS
-from methods._featuremap.maps import elu_plus_one
+from methods._featuremap.maps import EluPlusOne
 from methods.base import AttentionMethod, MethodError, PeerKernel
 from methods.loglinear import flops, recurrent
-from methods.loglinear.chunk import EluFeatures, check_chunk_size, levels_used, loglinear_attention_chunk
-from methods.loglinear.levels import check_length, max_length, noncausal_level_matrix
+from methods.loglinear.chunk import check_chunk_size, loglinear_attention_chunk
+from methods.loglinear.levels import check_length, levels_used, max_length, noncausal_level_matrix
 from methods.loglinear.naive import loglinear_attention
 from methods.registry import register
 
@@ -33,8 +33,9 @@ OPTIONS: dict[str, Any] = {
     # None: one projection shared by all heads; an int: one per head (inputs must have that many).
     "num_heads": None,
 }
-FEATURE_MAPS = {"elu": elu_plus_one}
-FEATURE_BLOCK_MAPS = {"elu": EluFeatures}  # the same maps, block by block (chunk.py)
+# Each map in both forms (_featuremap/maps.py): ``full`` for naive, Triton and stepping, the block
+# form inside the chunked core.
+FEATURE_MAPS = {"elu": EluPlusOne}
 # softplus(log(e - 1)) = 1: every level weight starts at exactly one.
 LEVEL_BIAS_INIT = math.log(math.e - 1)
 # sigmoid(log 255) = 255/256: decay starts close to none (half-life ~177 tokens) and is learned.
@@ -79,6 +80,7 @@ class LogLinearAttention(AttentionMethod):
         self.bool_option("decay")
         check_chunk_size(settings["chunk_size"])
         self.feature_map_name = settings["feature_map"]
+        self.phi_map = FEATURE_MAPS[self.feature_map_name](head_dim)
         self.num_levels, self.num_heads = num_levels, num_heads
         self.chunk_size, self.decay = settings["chunk_size"], settings["decay"]
 
@@ -93,7 +95,7 @@ class LogLinearAttention(AttentionMethod):
     def feature_map(self, x: torch.Tensor, kind: str) -> torch.Tensor:
         """phi(x) in float32 for ``kind`` "query" or "key" (the same map), as the kernelized methods."""
         self.check_kind(kind)
-        return FEATURE_MAPS[self.feature_map_name](x.float())
+        return self.phi_map.full(x)
 
     def _per_head(self, parameter: torch.Tensor, heads: int) -> torch.Tensor:
         if self.num_heads is None:
@@ -174,7 +176,7 @@ class LogLinearAttention(AttentionMethod):
         check_length(n, self.num_levels)
         out = loglinear_attention_chunk(
             q, k, v, self.level_weights(q, levels_used(n)), self.log_gates(k), causal=causal,
-            chunk_size=self.chunk_size, feature_map=FEATURE_BLOCK_MAPS[self.feature_map_name](self.head_dim),
+            chunk_size=self.chunk_size, feature_map=self.phi_map,
         )
         return out.to(q.dtype)
 

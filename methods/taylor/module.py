@@ -1,4 +1,9 @@
-"""Based's second-order Taylor approximation of exp (Arora et al. 2024) as a feature map."""
+"""Based's second-order Taylor approximation of exp (Arora et al. 2024) as a feature map.
+
+Its paths are the kernelized core's (methods/_featuremap/: naive.py the reference, chunk.py the
+chunked path, triton.py the kernels) run on this map (``SecondOrderTaylor`` in _featuremap/maps.py),
+after the optional learned projections.
+"""
 
 from __future__ import annotations
 
@@ -7,8 +12,7 @@ import math
 import torch
 from torch import nn
 
-from methods._featuremap.blocks import SecondOrderTaylor
-from methods._featuremap.maps import second_order_taylor
+from methods._featuremap.maps import SecondOrderTaylor
 from methods._featuremap.module import FeatureMapAttention
 from methods.base import PeerKernel
 from methods.registry import register
@@ -45,6 +49,7 @@ class TaylorAttention(FeatureMapAttention):
             self.key_projection = nn.Linear(head_dim, self.map_dim, bias=False)
             for projection in (self.query_projection, self.key_projection):
                 nn.init.normal_(projection.weight, std=1.0 / math.sqrt(head_dim))
+        self.taylor_map = SecondOrderTaylor(self.map_dim, self.symmetric_half)
 
     def peer_kernels(self):
         """fla's Based kernels: they compute 1 + s + s^2/2 with s = q.k * scale on the (projected)
@@ -60,8 +65,7 @@ class TaylorAttention(FeatureMapAttention):
 
     @property
     def num_features(self) -> int:
-        d = self.map_dim
-        return 1 + d + (d * (d + 1) // 2 if self.symmetric_half else d * d)
+        return self.taylor_map.num_features
 
     def resolved_options(self):
         return {**self.options, "num_features": self.num_features, "map_dim": self.map_dim}
@@ -85,12 +89,12 @@ class TaylorAttention(FeatureMapAttention):
     def feature_map(self, x: torch.Tensor, kind: str) -> torch.Tensor:
         """[1, x/d^(1/4), vec(x x^T)/(sqrt(2) sqrt(d))] of the (projected) x: (B,H,N,F)."""
         self.check_kind(kind)
-        return second_order_taylor(self._projected(x, kind), self.symmetric_half)
+        return self.taylor_map.full(self._projected(x, kind))
 
     def chunk_maps(self, q, k):
         # The projections are small (N x D x d) and learned: autograd takes them; the d^2
         # features are made block by block. Unprojected inputs are read as they are.
-        phi = SecondOrderTaylor(self.map_dim, self.symmetric_half)
+        phi = self.taylor_map
         if self.query_projection is None:
             return q, k, phi, phi
         return self._projected(q, "query"), self._projected(k, "key"), phi, phi
