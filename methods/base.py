@@ -58,7 +58,7 @@ class AttentionMethod(nn.Module):
     """Base class: checks inputs, resolves ``impl`` and dispatches to ``_forward_<impl>``."""
 
     name: ClassVar[str]
-    #: Implementations this method has, fastest-on-CPU last but one; each ``x`` is ``_forward_x``.
+    #: Implementations this method has, in the order the kernel mode lists them; each ``x`` is ``_forward_x``.
     impls: ClassVar[tuple[str, ...]]
     #: What ``impl="auto"`` picks on the CPU; on CUDA it picks "triton" when the method has one.
     cpu_default: ClassVar[str]
