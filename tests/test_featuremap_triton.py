@@ -91,8 +91,9 @@ def test_matches_naive(n, f, e, dtype, causal):
 
 @pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
 def test_default_eps_and_block(causal):
-    # One chunk of 64 rows holds all 33; the tiny default eps leaves the denominator as the sum.
-    check_against_naive(33, 12, 8, torch.float32, causal, eps=DENOMINATOR_EPS, block_size=64)
+    # The launch table's float32 tiles: one chunk of 64 rows holds all 33, F = 40 takes three tiles
+    # of 16 and E = 20 two; the tiny default eps leaves the denominator as the sum.
+    check_against_naive(33, 40, 20, torch.float32, causal, eps=DENOMINATOR_EPS, block_size=None)
 
 
 @pytest.mark.parametrize("eps_shape", [(2, 2, 20), (2, 2, 1), ()], ids=["per-row", "per-head", "scalar"])

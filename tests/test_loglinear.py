@@ -167,6 +167,7 @@ TRITON_CASES = [  # (n, chunk_size, dim, value_dim, causal, decay): small, the i
     (65, 16, 24, 16, True, True),
     (40, 16, 16, 24, False, False),
     (7, 64, 16, 24, True, True),
+    (40, 16, 40, 36, True, True),  # chunks of 16 read tiles of 32: features and values in two each
 ]
 TRITON_SLOW_CASES = [
     (n, chunk_size, dim, value_dim, causal, True)
@@ -174,7 +175,7 @@ TRITON_SLOW_CASES = [
     for chunk_size in (16, 64)
     for dim, value_dim in ((16, 24), (64, 32))
     for causal in (True, False)
-]
+] + [(40, 16, 33, 48, False, False)]
 
 
 def check_triton(n, chunk_size, dim, value_dim, causal, decay):
@@ -245,6 +246,12 @@ def test_default_levels_cover_two_to_the_twenty_tokens():
 def test_bad_options_are_clear_errors(options, message):
     with pytest.raises(MethodError, match=message):
         methods.build("loglinear", head_dim=8, **options)
+
+
+def test_triton_refuses_a_chunk_size_without_a_checked_launch():
+    q, k, v = inputs(20, 8, 8)
+    with pytest.raises(MethodError, match="chunk_size 32 has no checked launch configuration; valid: 16, 64"):
+        build("triton", 8, chunk_size=32)(q, k, v, causal=True)
 
 
 def test_per_head_projection_checks_the_head_count():

@@ -25,6 +25,16 @@ SUPPORTED_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 MIN_BLOCK = 16
 # batch * heads is the third grid axis, which CUDA caps at 2^16 - 1 programs.
 MAX_BATCH_HEADS = 65535
+# Chunks of 64 rows, and per precision of the products the largest tile of F and E, the warps and the
+# stages, checked on sm_80, sm_90 and sm_100 by scripts/triton_compile.py (docs/triton_compile.md has
+# the table). float32 products in IEEE precision run on the FMA units, whose operands sit in registers:
+# 64-wide tiles in 4 warps spilled up to 25 KB a thread on sm_80, 32-wide ones in 8 warps still up to
+# 24 B; 16-wide ones in 8 warps spill nothing. bfloat16 and TF32 products run on tensor cores: 64-wide
+# tiles spilled up to 204 B where F or E is not a multiple of 16; 32-wide ones in 8 warps spill nothing
+# (but for two rows where only Triton's ptxas flag spills, which the table names).
+# Narrower tiles cost recomputing the chunk's scores once per value tile (attend_over_features).
+CHUNK = 64
+LAUNCH_TABLE = {"ieee": (16, 8, 3), "tf32": (32, 8, 3)}
 
 
 def feature_attention_triton(
@@ -33,12 +43,13 @@ def feature_attention_triton(
     v: torch.Tensor,
     causal: bool = False,
     eps: float | torch.Tensor = DENOMINATOR_EPS,
-    block_size: int = 64,
+    block_size: int | None = None,
 ) -> torch.Tensor:
     """Same result as ``naive.feature_attention`` in O(N) memory; returns the dtype of phi_q.
 
     ``eps`` is a number or a tensor broadcastable to (B, H, N) (then it gets a gradient too).
-    ``block_size`` (a power of two, at least 16) is the chunk length and the largest tile of F and E.
+    ``block_size`` (a power of two, at least 16) is the largest chunk and the largest tile of F and E;
+    None takes CHUNK and LAUNCH_TABLE's, which fit every GPU the suite targets.
     """
     _check_inputs(phi_q, phi_k, v, eps, block_size)
     eps = torch.as_tensor(eps, dtype=torch.float32, device=phi_q.device)
@@ -82,7 +93,9 @@ def _check_inputs(phi_q: torch.Tensor, phi_k: torch.Tensor, v: torch.Tensor, eps
             f"feature attention (triton): batch * heads = {phi_q.shape[0] * phi_q.shape[1]} exceeds "
             f"{MAX_BATCH_HEADS}, the most one CUDA grid axis takes; split the batch"
         )
-    if not isinstance(block_size, int) or block_size < MIN_BLOCK or block_size & (block_size - 1):
+    if block_size is not None and (
+        not isinstance(block_size, int) or block_size < MIN_BLOCK or block_size & (block_size - 1)
+    ):
         raise MethodError(
             f"feature attention (triton): block_size must be a power of two >= {MIN_BLOCK}, got {block_size}"
         )
@@ -110,17 +123,16 @@ def _dot_config(*dtypes: torch.dtype) -> tuple[tl.dtype, tl.dtype, str]:
 class _Launcher:
     """Shapes, tile sizes and dot settings of one call, shared by its forward and backward."""
 
-    def __init__(self, phi_q: torch.Tensor, v: torch.Tensor, causal: bool, block_size: int, dot: tuple) -> None:
+    def __init__(self, phi_q: torch.Tensor, v: torch.Tensor, causal: bool, block_size: int | None, dot: tuple):
         batch, heads, self.n, self.f = phi_q.shape
         self.e = v.shape[-1]
         self.bh = batch * heads
         self.causal = causal
-        self.bt = _tile(self.n, block_size)
-        self.bf = _tile(self.f, block_size)
-        self.be = _tile(self.e, block_size)
+        self.operand_dtype, self.dot_dtype, self.dot_precision = dot
+        self.bt, self.bf, self.be, self.num_warps, self.num_stages = launch_config(
+            self.n, self.f, self.e, self.dot_precision, block_size)
         self.num_chunks = triton.cdiv(self.n, self.bt)
         self.num_states = self.num_chunks if causal else 1
-        self.operand_dtype, self.dot_dtype, self.dot_precision = dot
         self.device = phi_q.device
 
     def states(self, key: torch.Tensor, value: torch.Tensor, weight: torch.Tensor | None, reverse: bool):
@@ -158,7 +170,19 @@ class _Launcher:
         return dict(
             BT=self.bt, BF=self.bf, BE=self.be,
             OPERAND_DTYPE=self.operand_dtype, DOT_DTYPE=self.dot_dtype, DOT_PRECISION=self.dot_precision,
+            num_warps=self.num_warps, num_stages=self.num_stages,
         )  # fmt: skip
+
+
+def launch_config(n: int, f: int, e: int, dot_precision: str, block_size: int | None = None) -> tuple:
+    """(BT, BF, BE, num_warps, num_stages) of a call with N = n, F = f, E = e whose products have
+    ``dot_precision`` (``_dot_config``): CHUNK and LAUNCH_TABLE's, or ``block_size`` (when given) as the
+    largest chunk and tile."""
+    tile, warps, stages = LAUNCH_TABLE[dot_precision]
+    chunk = CHUNK
+    if block_size is not None:
+        chunk = tile = block_size
+    return _tile(n, chunk), _tile(f, tile), _tile(e, tile), warps, stages
 
 
 def _tile(size: int, block_size: int) -> int:

@@ -3,8 +3,9 @@
 The PyTorch around the kernels (bottom of this file) pads the inputs to whole chunks, builds the
 per-level bucket states and the per-query level scales (O(N) work, differentiated by autograd);
 the kernels do what touches every query pair or every (query, level) pair: one program per (chunk,
-batch x head). ``intra`` recomputes the level weights of a chunk from the bit pattern of positions,
-so no (C, C) tensor is ever stored; ``inter`` reads one state per chunk level. All arithmetic is
+batch x head), which reads features and values in tiles (``launch_options``) so that any head size
+fits its registers and shared memory. ``intra`` recomputes the level weights of a chunk from the bit
+pattern of positions, so no (C, C) tensor is ever stored; ``inter`` reads one state per chunk level. All arithmetic is
 float32 (products in IEEE precision, not TF32), so the kernels match the naive reference to float32
 rounding.
 
@@ -21,6 +22,7 @@ import triton
 import triton.language as tl
 
 from methods._featuremap.common import DENOMINATOR_EPS, divide_by_denominator
+from methods.base import MethodError
 from methods.loglinear.chunk import check_chunk_size
 
 
@@ -36,35 +38,74 @@ class FenwickTree:
     ends: list[torch.Tensor] | None
 
 
-def _block(size: int) -> int:
-    """A power-of-two block covering ``size``; tl.dot needs at least 16."""
-    return max(16, triton.next_power_of_2(size))
+# Every product here is float32 in IEEE precision, which Triton runs on the FMA units, not on tensor
+# cores: an FMA product's operands and result sit in registers, as do a chunk's (C, C) matrices (scores,
+# weights, their gradients). So features and values are read in tiles, _intra_backward keeps at most
+# three (C, C) matrices alive, and each chunk size has its largest tile, warps and stages, checked by
+# scripts/triton_compile.py on sm_80, sm_90 and sm_100 (docs/triton_compile.md). Whole 128-wide heads
+# needed up to 197 KB of shared memory (more than sm_80 has) and spilled up to 96 KB a thread. At
+# C = 64, tiles of 32 in 8 warps still spilled (564 B before _intra_backward was reordered); tiles of
+# 16 in 8 warps spill nothing in 2 stages (3 spilled 44 B in _inter_backward on sm_90 at 40 features).
+# At C = 16, tiles of 32 in 4 warps spill nothing in one stage (up to 44 B in three). Other chunk sizes
+# are refused: no choice was checked for them (at C = 32 no number of stages kept every kernel from
+# spilling).
+LAUNCH_TABLE = {16: (32, 4, 1), 64: (16, 8, 2)}  # chunk size: (largest tile, warps, stages)
+# Option values scripts/triton_compile.py compiles beside the configs' own, so that every entry of the
+# table is checked.
+CHECKED_OPTIONS = {"chunk_size": tuple(LAUNCH_TABLE)}
+
+
+def launch_options(chunk_size: int, dim: int, value_dim: int) -> dict:
+    """The tiles, warps and stages every kernel here is launched with, for chunks of ``chunk_size`` rows,
+    ``dim`` features and ``value_dim`` values; tl.dot needs tiles of at least 16."""
+    if chunk_size not in LAUNCH_TABLE:
+        raise MethodError(f"loglinear (triton): chunk_size {chunk_size} has no checked launch configuration; "
+                          f"valid: {', '.join(map(str, LAUNCH_TABLE))} (or impl=chunk)")
+    largest, warps, stages = LAUNCH_TABLE[chunk_size]
+    return {"BD": _tile(dim, largest), "BE": _tile(value_dim, largest), "num_warps": warps, "num_stages": stages}
+
+
+def _tile(size: int, largest: int) -> int:
+    return min(largest, max(16, triton.next_power_of_2(size)))
 
 
 @triton.jit
-def _levels_in_chunk(C: tl.constexpr, NUM_LEVELS: tl.constexpr):
-    """(C, C) levels bit_length(t XOR s) of positions inside a chunk (whose start is a multiple of C)."""
-    t = tl.arange(0, C)
-    x = t[:, None] ^ t[None, :]
-    levels = tl.zeros((C, C), dtype=tl.int32)
-    for b in tl.static_range(NUM_LEVELS - 1):
-        levels += ((x >> b) > 0).to(tl.int32)
-    return levels
+def _level_mask(t, LEVEL: tl.constexpr):
+    """(C, C) whether key s is at LEVEL of query t inside a chunk (whose start is a multiple of C):
+    bit_length(t XOR s) == LEVEL. Made from the position vector each time it is needed, so that no
+    (C, C) matrix of levels holds registers across a kernel."""
+    if LEVEL == 0:
+        mask = t[:, None] == t[None, :]
+    else:
+        mask = ((t[:, None] >> (LEVEL - 1)) ^ (t[None, :] >> (LEVEL - 1))) == 1
+    return mask
 
 
 @triton.jit
-def _chunk_weights(LAM, G, rows, levels, HAS_GATES: tl.constexpr, C: tl.constexpr, NUM_LEVELS: tl.constexpr):
+def _chunk_weights(LAM, G, rows, HAS_GATES: tl.constexpr, C: tl.constexpr, NUM_LEVELS: tl.constexpr):
     """(C, C) causal weights lambda_t[level(t, s)] * exp(G_t - G_s), zero above the diagonal."""
     t = tl.arange(0, C)
     causal = t[None, :] <= t[:, None]
     weights = tl.zeros((C, C), dtype=tl.float32)
     for level in tl.static_range(NUM_LEVELS):
         lam = tl.load(LAM + rows * NUM_LEVELS + level)
-        weights = tl.where(levels == level, lam[:, None], weights)
+        weights = tl.where(_level_mask(t, level), lam[:, None], weights)
     if HAS_GATES:
         g = tl.load(G + rows)
         weights = weights * tl.exp(tl.where(causal, g[:, None] - g[None, :], float("-inf")))
     return tl.where(causal, weights, 0.0)
+
+
+@triton.jit
+def _chunk_scores(Q, K, rows, D, C: tl.constexpr, BD: tl.constexpr):
+    """(C, C) q k^T of a chunk's rows, summed over the features in tiles of BD."""
+    scores = tl.zeros((C, C), dtype=tl.float32)
+    for d0 in range(0, D, BD):
+        d = d0 + tl.arange(0, BD)
+        q = tl.load(Q + rows[:, None] * D + d[None, :], mask=d[None, :] < D, other=0.0)
+        k = tl.load(K + rows[:, None] * D + d[None, :], mask=d[None, :] < D, other=0.0)
+        scores += tl.dot(q, tl.trans(k), input_precision="ieee")
+    return scores
 
 
 @triton.jit
@@ -74,14 +115,11 @@ def _intra_forward(
 ):
     chunk, bh = tl.program_id(0), tl.program_id(1).to(tl.int64)
     rows = bh * N + chunk * C + tl.arange(0, C)
-    d, e = tl.arange(0, BD), tl.arange(0, BE)
-    q = tl.load(Q + rows[:, None] * D + d[None, :], mask=d[None, :] < D, other=0.0)
-    k = tl.load(K + rows[:, None] * D + d[None, :], mask=d[None, :] < D, other=0.0)
-    v = tl.load(V + rows[:, None] * E + e[None, :], mask=e[None, :] < E, other=0.0)
-    levels = _levels_in_chunk(C, NUM_LEVELS)
-    weights = _chunk_weights(LAM, G, rows, levels, HAS_GATES, C, NUM_LEVELS)
-    a = tl.dot(q, tl.trans(k), input_precision="ieee") * weights
-    tl.store(NUM + rows[:, None] * E + e[None, :], tl.dot(a, v, input_precision="ieee"), mask=e[None, :] < E)
+    a = _chunk_scores(Q, K, rows, D, C, BD) * _chunk_weights(LAM, G, rows, HAS_GATES, C, NUM_LEVELS)
+    for e0 in range(0, E, BE):
+        e = e0 + tl.arange(0, BE)
+        v = tl.load(V + rows[:, None] * E + e[None, :], mask=e[None, :] < E, other=0.0)
+        tl.store(NUM + rows[:, None] * E + e[None, :], tl.dot(a, v, input_precision="ieee"), mask=e[None, :] < E)
     tl.store(DEN + rows, tl.sum(a, 1))
 
 
@@ -90,26 +128,18 @@ def _intra_backward(
     Q, K, V, LAM, G, DNUM, DDEN, DQ, DK, DV, DLAM, DG, N, D, E,
     HAS_GATES: tl.constexpr, C: tl.constexpr, NUM_LEVELS: tl.constexpr, BD: tl.constexpr, BE: tl.constexpr,
 ):
+    # a = scores * weights; num = a v; den = a 1. In the order that keeps at most three (C, C)
+    # matrices alive, so that a chunk of 64 fits the registers of 8 warps: dnum is read twice.
     chunk, bh = tl.program_id(0), tl.program_id(1).to(tl.int64)
     rows = bh * N + chunk * C + tl.arange(0, C)
-    d, e = tl.arange(0, BD), tl.arange(0, BE)
-    q = tl.load(Q + rows[:, None] * D + d[None, :], mask=d[None, :] < D, other=0.0)
-    k = tl.load(K + rows[:, None] * D + d[None, :], mask=d[None, :] < D, other=0.0)
-    v = tl.load(V + rows[:, None] * E + e[None, :], mask=e[None, :] < E, other=0.0)
-    dnum = tl.load(DNUM + rows[:, None] * E + e[None, :], mask=e[None, :] < E, other=0.0)
-    dden = tl.load(DDEN + rows)
-    levels = _levels_in_chunk(C, NUM_LEVELS)
-    weights = _chunk_weights(LAM, G, rows, levels, HAS_GATES, C, NUM_LEVELS)
-    scores = tl.dot(q, tl.trans(k), input_precision="ieee")
-    a = scores * weights
-    # a = scores * weights; num = a v; den = a 1.
-    da = tl.dot(dnum, tl.trans(v), input_precision="ieee") + dden[:, None]
-    tl.store(DV + rows[:, None] * E + e[None, :], tl.dot(tl.trans(a), dnum, input_precision="ieee"),
-             mask=e[None, :] < E)
-    dscores = da * weights
-    tl.store(DQ + rows[:, None] * D + d[None, :], tl.dot(dscores, k, input_precision="ieee"), mask=d[None, :] < D)
-    tl.store(DK + rows[:, None] * D + d[None, :], tl.dot(tl.trans(dscores), q, input_precision="ieee"),
-             mask=d[None, :] < D)
+    scores = _chunk_scores(Q, K, rows, D, C, BD)
+    da = tl.zeros((C, C), dtype=tl.float32) + tl.load(DDEN + rows)[:, None]
+    for e0 in range(0, E, BE):
+        e = e0 + tl.arange(0, BE)
+        v = tl.load(V + rows[:, None] * E + e[None, :], mask=e[None, :] < E, other=0.0)
+        dnum = tl.load(DNUM + rows[:, None] * E + e[None, :], mask=e[None, :] < E, other=0.0)
+        da += tl.dot(dnum, tl.trans(v), input_precision="ieee")
+    weights = _chunk_weights(LAM, G, rows, HAS_GATES, C, NUM_LEVELS)
     # weights = lambda_t[level] * decay (0 above the diagonal): d lambda_t[l] sums da * scores *
     # decay over the keys at level l.
     t = tl.arange(0, C)
@@ -119,10 +149,25 @@ def _intra_backward(
         g = tl.load(G + rows)
         da_scores = da_scores * tl.exp(tl.where(causal, g[:, None] - g[None, :], float("-inf")))
         # d/dG_t of exp(G_t - G_s) is +a, d/dG_s is -a.
-        da_a = da * a
+        da_a = da * scores * weights
         tl.store(DG + rows, tl.sum(da_a, 1) - tl.sum(da_a, 0))
     for level in tl.static_range(NUM_LEVELS):
-        tl.store(DLAM + rows * NUM_LEVELS + level, tl.sum(tl.where(levels == level, da_scores, 0.0), 1))
+        tl.store(DLAM + rows * NUM_LEVELS + level, tl.sum(tl.where(_level_mask(t, level), da_scores, 0.0), 1))
+    a = scores * weights
+    for e0 in range(0, E, BE):
+        e = e0 + tl.arange(0, BE)
+        dnum = tl.load(DNUM + rows[:, None] * E + e[None, :], mask=e[None, :] < E, other=0.0)
+        tl.store(DV + rows[:, None] * E + e[None, :], tl.dot(tl.trans(a), dnum, input_precision="ieee"),
+                 mask=e[None, :] < E)
+    dscores = da * weights
+    for d0 in range(0, D, BD):
+        d = d0 + tl.arange(0, BD)
+        q = tl.load(Q + rows[:, None] * D + d[None, :], mask=d[None, :] < D, other=0.0)
+        k = tl.load(K + rows[:, None] * D + d[None, :], mask=d[None, :] < D, other=0.0)
+        tl.store(DQ + rows[:, None] * D + d[None, :], tl.dot(dscores, k, input_precision="ieee"),
+                 mask=d[None, :] < D)
+        tl.store(DK + rows[:, None] * D + d[None, :], tl.dot(tl.trans(dscores), q, input_precision="ieee"),
+                 mask=d[None, :] < D)
 
 
 @triton.jit
@@ -132,50 +177,65 @@ def _inter_forward(
 ):
     chunk, bh = tl.program_id(0), tl.program_id(1).to(tl.int64)
     rows = bh * N + chunk * C + tl.arange(0, C)
-    d, e = tl.arange(0, BD), tl.arange(0, BE)
-    q = tl.load(Q + rows[:, None] * D + d[None, :], mask=d[None, :] < D, other=0.0)
-    num = tl.zeros((C, BE), dtype=tl.float32)
-    den = tl.zeros((C,), dtype=tl.float32)
     state = (bh * (N // C) + chunk) * J
+    for e0 in range(0, E, BE):
+        e = e0 + tl.arange(0, BE)
+        num = tl.zeros((C, BE), dtype=tl.float32)
+        for j in range(J):
+            scale = tl.load(SCALE + rows * J + j)
+            for d0 in range(0, D, BD):
+                d = d0 + tl.arange(0, BD)
+                q = tl.load(Q + rows[:, None] * D + d[None, :], mask=d[None, :] < D, other=0.0)
+                s = tl.load(S + ((state + j) * D + d[:, None]) * E + e[None, :],
+                            mask=(d[:, None] < D) & (e[None, :] < E), other=0.0)
+                num += tl.dot(q * scale[:, None], s, input_precision="ieee")
+        tl.store(NUM + rows[:, None] * E + e[None, :], num, mask=e[None, :] < E)
+    den = tl.zeros((C,), dtype=tl.float32)
     for j in range(J):
         scale = tl.load(SCALE + rows * J + j)
-        s = tl.load(S + ((state + j) * D + d[:, None]) * E + e[None, :], mask=(d[:, None] < D) & (e[None, :] < E),
-                    other=0.0)
-        z = tl.load(Z + (state + j) * D + d, mask=d < D, other=0.0)
-        scaled_q = q * scale[:, None]
-        num += tl.dot(scaled_q, s, input_precision="ieee")
-        den += tl.sum(scaled_q * z[None, :], 1)
-    tl.store(NUM + rows[:, None] * E + e[None, :], num, mask=e[None, :] < E)
+        for d0 in range(0, D, BD):
+            d = d0 + tl.arange(0, BD)
+            q = tl.load(Q + rows[:, None] * D + d[None, :], mask=d[None, :] < D, other=0.0)
+            z = tl.load(Z + (state + j) * D + d, mask=d < D, other=0.0)
+            den += tl.sum(q * scale[:, None] * z[None, :], 1)
     tl.store(DEN + rows, den)
 
 
 @triton.jit
 def _inter_backward(
     Q, S, Z, SCALE, DNUM, DDEN, DQ, DS, DZ, DSCALE, N, D, E, J,
-    C: tl.constexpr, BD: tl.constexpr, BE: tl.constexpr,
+    C: tl.constexpr, BD: tl.constexpr, BE: tl.constexpr, BJ: tl.constexpr,
 ):
     chunk, bh = tl.program_id(0), tl.program_id(1).to(tl.int64)
     rows = bh * N + chunk * C + tl.arange(0, C)
-    d, e = tl.arange(0, BD), tl.arange(0, BE)
-    q = tl.load(Q + rows[:, None] * D + d[None, :], mask=d[None, :] < D, other=0.0)
-    dnum = tl.load(DNUM + rows[:, None] * E + e[None, :], mask=e[None, :] < E, other=0.0)
     dden = tl.load(DDEN + rows)
-    dq = tl.zeros((C, BD), dtype=tl.float32)
     state = (bh * (N // C) + chunk) * J
-    state_mask = (d[:, None] < D) & (e[None, :] < E)
-    for j in range(J):
-        scale = tl.load(SCALE + rows * J + j)
-        s = tl.load(S + ((state + j) * D + d[:, None]) * E + e[None, :], mask=state_mask, other=0.0)
-        z = tl.load(Z + (state + j) * D + d, mask=d < D, other=0.0)
-        scaled_q = q * scale[:, None]
-        tl.store(DS + ((state + j) * D + d[:, None]) * E + e[None, :],
-                 tl.dot(tl.trans(scaled_q), dnum, input_precision="ieee"), mask=state_mask)
-        tl.store(DZ + (state + j) * D + d, tl.sum(scaled_q * dden[:, None], 0), mask=d < D)
-        # d(scaled_q): what the numerator and denominator send back to each query's features.
-        dscaled = tl.dot(dnum, tl.trans(s), input_precision="ieee") + dden[:, None] * z[None, :]
-        dq += dscaled * scale[:, None]
-        tl.store(DSCALE + rows * J + j, tl.sum(dscaled * q, 1))
-    tl.store(DQ + rows[:, None] * D + d[None, :], dq, mask=d[None, :] < D)
+    levels = tl.arange(0, BJ)
+    # d scale_j sums over every feature tile: kept for all levels at once, stored at the end.
+    dscale = tl.zeros((C, BJ), dtype=tl.float32)
+    for d0 in range(0, D, BD):
+        d = d0 + tl.arange(0, BD)
+        q = tl.load(Q + rows[:, None] * D + d[None, :], mask=d[None, :] < D, other=0.0)
+        dq = tl.zeros((C, BD), dtype=tl.float32)
+        for j in range(J):
+            scale = tl.load(SCALE + rows * J + j)
+            scaled_q = q * scale[:, None]
+            z = tl.load(Z + (state + j) * D + d, mask=d < D, other=0.0)
+            tl.store(DZ + (state + j) * D + d, tl.sum(scaled_q * dden[:, None], 0), mask=d < D)
+            # d(scaled_q): what the numerator and denominator send back to each query's features.
+            dscaled = dden[:, None] * z[None, :]
+            for e0 in range(0, E, BE):
+                e = e0 + tl.arange(0, BE)
+                state_mask = (d[:, None] < D) & (e[None, :] < E)
+                dnum = tl.load(DNUM + rows[:, None] * E + e[None, :], mask=e[None, :] < E, other=0.0)
+                s = tl.load(S + ((state + j) * D + d[:, None]) * E + e[None, :], mask=state_mask, other=0.0)
+                tl.store(DS + ((state + j) * D + d[:, None]) * E + e[None, :],
+                         tl.dot(tl.trans(scaled_q), dnum, input_precision="ieee"), mask=state_mask)
+                dscaled += tl.dot(dnum, tl.trans(s), input_precision="ieee")
+            dq += dscaled * scale[:, None]
+            dscale += tl.where(levels[None, :] == j, tl.sum(dscaled * q, 1)[:, None], 0.0)
+        tl.store(DQ + rows[:, None] * D + d[None, :], dq, mask=d[None, :] < D)
+    tl.store(DSCALE + rows[:, None] * J + levels[None, :], dscale, mask=levels[None, :] < J)
 
 
 class _Intra(torch.autograd.Function):
@@ -189,7 +249,8 @@ class _Intra(torch.autograd.Function):
         grid = (n // chunk_size, batch * heads)
         _intra_forward[grid](
             q, k, v, level_weights, gates if has_gates else q, num, den, n, dim, value_dim,
-            HAS_GATES=has_gates, C=chunk_size, NUM_LEVELS=level_weights.shape[-1], BD=_block(dim), BE=_block(value_dim),
+            HAS_GATES=has_gates, C=chunk_size, NUM_LEVELS=level_weights.shape[-1],
+            **launch_options(chunk_size, dim, value_dim),
         )
         ctx.save_for_backward(q, k, v, level_weights, gates)
         ctx.chunk_size = chunk_size
@@ -209,7 +270,7 @@ class _Intra(torch.autograd.Function):
             q, k, v, level_weights, gates if has_gates else q, dnum.contiguous(), dden.contiguous(),
             dq, dk, dv, dlam, dg if has_gates else q, n, dim, value_dim,
             HAS_GATES=has_gates, C=ctx.chunk_size, NUM_LEVELS=level_weights.shape[-1],
-            BD=_block(dim), BE=_block(value_dim),
+            **launch_options(ctx.chunk_size, dim, value_dim),
         )
         return dq, dk, dv, dlam, dg, None
 
@@ -224,7 +285,7 @@ class _Inter(torch.autograd.Function):
         grid = (chunks, batch * heads)
         _inter_forward[grid](
             q, states, normalisers, scale, num, den, n, dim, value_dim, levels,
-            C=n // chunks, BD=_block(dim), BE=_block(value_dim),
+            C=n // chunks, **launch_options(n // chunks, dim, value_dim),
         )
         ctx.save_for_backward(q, states, normalisers, scale)
         return num, den
@@ -238,7 +299,8 @@ class _Inter(torch.autograd.Function):
         grid = (chunks, batch * heads)
         _inter_backward[grid](
             q, states, normalisers, scale, dnum.contiguous(), dden.contiguous(), dq, dstates, dnormalisers, dscale,
-            n, dim, value_dim, levels, C=n // chunks, BD=_block(dim), BE=_block(value_dim),
+            n, dim, value_dim, levels, C=n // chunks, BJ=triton.next_power_of_2(levels),
+            **launch_options(n // chunks, dim, value_dim),
         )
         return dq, dstates, dnormalisers, dscale
 
