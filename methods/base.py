@@ -208,6 +208,18 @@ class AttentionMethod(nn.Module):
         feature counts: by default the method's own map, once."""
         return [{}]
 
+    def attention_fit_parameters(self) -> list[nn.Parameter]:
+        """The parameters the fidelity mode may fit to exact softmax attention on captured q, k
+        (attention distillation: minimise the cross-entropy between softmax's attention rows and
+        the method's normalised weights, ``log_weights``, on some queries, then measure on the
+        others). None by default: the method is measured as it is built."""
+        return []
+
+    @classmethod
+    def fits_attention(cls) -> bool:
+        """Whether the method declares parameters to fit to softmax attention (``attention_fit_parameters``)."""
+        return cls.attention_fit_parameters is not AttentionMethod.attention_fit_parameters
+
     def live_states(self, state: Any) -> int | None:
         """How many of the decoding state's parts hold a sum (loglinear: occupied Fenwick levels);
         None when the state has no such parts."""

@@ -278,6 +278,13 @@ class Capture(TypedDict, total=False):
     budget: PartialBudget
 
 
+@with_config(CLOSED)
+class Fit(TypedDict):  # captured queries split in halves: methods with parameters to fit (Hedgehog) fit on one
+    steps: CountOrZero  # Adam steps; 0 = no fitting (every method is still measured on the held-out half)
+    lr: Positive
+    queries: Count  # fitting queries drawn per step (of each sequence and head; every key is used)
+
+
 def some_input(grid: dict) -> dict:
     if not grid["score_stds"] and not grid["captured"]:
         raise Line("no input source: score_stds is empty and captured is false", located=True)
@@ -294,6 +301,7 @@ class _FidelityGrid(TypedDict):
     feature_draws: Count
     captured: Bool
     capture: NotRequired[Capture]
+    fit: NotRequired[Fit]
 
 
 FidelityGrid = Annotated[_FidelityGrid, AfterValidator(some_input)]

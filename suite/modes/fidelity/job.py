@@ -8,10 +8,18 @@ relative error, the numerator's, the output's, the total variation of the attent
 output error with only the numerator or only the denominator approximated. Each is summarised by
 mean, median, p95 and max over queries, beside the FLOPs and memory of the linear form and of exact
 attention at that N. The grid is ``mode.grids[<budget name>]`` (conf/mode/fidelity.yaml).
+
+When the grid has a ``fit`` block, each captured source's queries are split in two halves
+(suite/modes/fidelity/fit.py) and every method is measured on the held-out half there, so that
+all records compare their maps on the same queries. A method that declares parameters to fit to
+softmax attention (``attention_fit_parameters``: Hedgehog's map) is fitted on the other half, and
+measured as built (method ``<name>``) and fitted (method ``<name> fitted``, with the fit's facts).
 """
 
 from __future__ import annotations
 
+import copy
+import json
 import statistics
 from collections.abc import Mapping
 
@@ -23,6 +31,7 @@ from suite.errors import ConfigError
 from suite.metrics import format_value
 from suite.modes.fidelity import POINT_METRICS
 from suite.modes.fidelity import capture as fidelity_capture
+from suite.modes.fidelity.fit import fit_to_softmax, split_queries
 from suite.modes.fidelity.measure import ERROR_NAMES, method_weights, query_errors, scores, summarize
 from suite.run import JobResult, Outcome
 from suite.scaling import loglog_slope
@@ -83,17 +92,20 @@ def captured_sources(config: Mapping, grid: Mapping, device: torch.device) -> tu
 # -- one cell of the grid ---------------------------------------------------------------------------
 
 def build_modules(method: Mapping, variant: Mapping, head_dim: int, draws: int,
-                  device: torch.device) -> list[torch.nn.Module]:
+                  device: torch.device, seed: int = 0) -> list[torch.nn.Module]:
     """The method with one variant's options, once per independent random draw (one when the
-    method has no random seed)."""
+    method has no random seed). Parameters a method draws as it is built (nn.init) come from
+    ``seed``, so that a variant is the same map in every cell."""
     options = {**method["options"], **variant}
     seeded = "seed" in methods.get(method["name"]).method_options
     count = draws if seeded else 1
     built = []
-    for draw in range(count):
-        extra = {"seed": (options.get("seed") or 0) + draw} if seeded else {}
-        built.append(methods.build(method["name"], head_dim=head_dim, impl="naive", **{**options, **extra})
-                     .to(device).eval())
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        for draw in range(count):
+            extra = {"seed": (options.get("seed") or 0) + draw} if seeded else {}
+            built.append(methods.build(method["name"], head_dim=head_dim, impl="naive", **{**options, **extra})
+                         .to(device).eval())
     return built
 
 
@@ -103,12 +115,15 @@ def feature_size(module: methods.AttentionMethod) -> int | None:
 
 
 @torch.no_grad()
-def measure_cell(modules: list[torch.nn.Module], source: Mapping, n: int, queries: int, seed: int) -> dict:
+def measure_cell(modules: list[torch.nn.Module], source: Mapping, n: int, queries: int, seed: int,
+                 candidates: torch.Tensor | None = None) -> dict:
     """Errors of the method over the first ``n`` tokens of ``source``: ``queries`` sampled queries
-    per sequence and head, against all ``n`` keys, pooled over sequences, heads and draws."""
+    per sequence and head (among the positions ``candidates`` below n; None: any), against all
+    ``n`` keys, pooled over sequences, heads and draws."""
     q, k, v = (source[key][..., :n, :] for key in ("q", "k", "v"))
     generator = torch.Generator().manual_seed(seed + n)
-    index = torch.randperm(n, generator=generator)[: min(queries, n)].sort().values.to(q.device)
+    pool = torch.arange(n) if candidates is None else candidates[candidates < n]
+    index = pool[torch.randperm(len(pool), generator=generator)[: min(queries, len(pool))]].sort().values.to(q.device)
     pooled: dict[str, list[torch.Tensor]] = {}
     score_var = []
     for module in modules:
@@ -159,6 +174,37 @@ def slopes(points: list[dict]) -> list[dict]:
     return found
 
 
+# -- fitting to softmax ----------------------------------------------------------------------------
+
+def fit_settings(method: Mapping, grid: Mapping) -> Mapping | None:
+    """The grid's ``fit`` block when the method declares parameters to fit to softmax attention;
+    None otherwise (the method is measured as built, on every query)."""
+    if "fit" in grid and methods.get(method["name"]).fits_attention():
+        return grid["fit"]
+    return None
+
+
+def fitted_modules(modules: list[torch.nn.Module], source: Mapping, settings: Mapping,
+                   seed: int) -> tuple[list[torch.nn.Module], list[dict]]:
+    """Copies of ``modules`` fitted on the source's fitting queries, and each fit's facts."""
+    fitted = [copy.deepcopy(module) for module in modules]
+    facts = [fit_to_softmax(module, source["q"], source["k"], source["fit_queries"], source["held_out"],
+                            settings, seed) for module in fitted]
+    return fitted, facts
+
+
+def measured_point(label: str, modules: list[torch.nn.Module], source: Mapping, n: int, variant: Mapping,
+                   grid: Mapping, seed: int) -> dict:
+    """One point: the cell's identity, its errors (on the source's held-out queries, if it has
+    them) and its costs."""
+    point = {"method": label, "source": source["name"], "source_kind": source["kind"],
+             "nominal_score_std": source["nominal_score_std"], "seq_len": n, "d_phi": feature_size(modules[0]),
+             "variant": dict(variant), "draws": len(modules)}
+    point.update(measure_cell(modules, source, n, grid["queries"], seed, source.get("held_out")))
+    point.update(cost_fields(modules[0], n, source["q"].shape[-1], source["v"].shape[-1]))
+    return point
+
+
 # -- the job ----------------------------------------------------------------------------------------
 
 def job(config: Mapping, device: torch.device) -> JobResult:
@@ -169,31 +215,36 @@ def job(config: Mapping, device: torch.device) -> JobResult:
     head_dim = config["model"]["d_model"] // config["model"]["num_heads"]
     seed = config["seed"]
     variants = feature_variants(method, grid)
+    fit = fit_settings(method, grid)
 
     sources = synthetic_sources(grid, head_dim, seed, device)
     capture = None
     if grid["captured"]:
         captured, capture = captured_sources(config, grid, device)
+        for source in captured if "fit" in grid else []:
+            source["fit_queries"], source["held_out"] = split_queries(source["q"].shape[2], seed)
         sources += captured
 
-    points, skipped, resolved = [], [], []
+    points, skipped, resolved, fits = [], [], [], {}
     cells = [(s, n, v) for s in sources for n in grid["seq_lens"] for v in variants]
     for source, n, variant in tqdm(cells, desc=f"fidelity of {method['name']}", unit="cell", dynamic_ncols=True,
                                    mininterval=0.5):
-        available = source["q"].shape[2]
-        if n > available:
-            skipped.append({"source": source["name"], "seq_len": n, "reason": f"the source has {available} tokens"})
+        available, held_out = source["q"].shape[2], source.get("held_out")
+        if n > available or (held_out is not None and not (held_out < n).any()):
+            reason = f"the source has {available} tokens" if n > available else "no held-out query below N"
+            skipped.append({"source": source["name"], "seq_len": n, "reason": reason})
             continue
-        modules = build_modules(method, variant, head_dim, grid["feature_draws"], device)
-        d_phi = feature_size(modules[0])
+        modules = build_modules(method, variant, head_dim, grid["feature_draws"], device, seed)
         if modules[0].resolved_options() not in resolved:
             resolved.append(modules[0].resolved_options())
-        point = {"method": method["name"], "source": source["name"], "source_kind": source["kind"],
-                 "nominal_score_std": source["nominal_score_std"], "seq_len": n, "d_phi": d_phi,
-                 "variant": dict(variant), "draws": len(modules)}
-        point.update(measure_cell(modules, source, n, grid["queries"], seed))
-        point.update(cost_fields(modules[0], n, head_dim, source["v"].shape[-1]))
-        points.append(point)
+        points.append(measured_point(method["name"], modules, source, n, variant, grid, seed))
+        if held_out is not None and fit is not None and fit["steps"]:
+            key = (source["name"], json.dumps(variant, sort_keys=True))
+            if key not in fits:  # one fit per source and map, at the source's whole length
+                fits[key] = fitted_modules(modules, source, fit, seed)
+            fitted, facts = fits[key]
+            points.append({**measured_point(f"{method['name']} fitted", fitted, source, n, variant, grid, seed),
+                           "fit": facts})
 
     task = {"name": capture["task"] if capture else "synthetic", "seq_len": max(grid["seq_lens"]),
             "head_dim": head_dim, "sources": [s["name"] for s in sources], "causal": False,
@@ -222,6 +273,7 @@ def summary(record: Mapping) -> str:
         lines.append(f"denominator error ~ d_phi^{value:.2f} on {slope['source']}, N={slope['seq_len']}"
                      if value is not None else f"no slope on {slope['source']}, N={slope['seq_len']}")
     lines.append(decomposition_line(m["points"]))
+    lines += fit_lines(m["points"])
     for skip in m.get("skipped", []):
         lines.append(f"skipped {skip['source']} at N={skip['seq_len']}: {skip['reason']}")
     if m.get("note"):
@@ -230,13 +282,17 @@ def summary(record: Mapping) -> str:
 
 
 def table(points: list[dict]) -> list[str]:
-    """One row per point, its columns in POINT_METRICS order (the denominator first)."""
+    """One row per point, its columns in POINT_METRICS order (the denominator first); the map
+    first when the points hold more than one (a method as built and fitted)."""
     errors = [metric for metric in POINT_METRICS if metric.name in ERROR_NAMES]
-    header = ["source", "N", "d_phi", "score std"] + [metric.label for metric in errors] + ["FLOPs vs exact", "flags"]
+    maps = len({p.get("method") for p in points}) > 1
+    header = (["map"] if maps else []) + ["source", "N", "d_phi", "score std"] + [metric.label for metric in errors]
+    header += ["FLOPs vs exact", "flags"]
     rows = []
     for p in points:
-        cells = [p["source"], str(p["seq_len"]), "-" if p["d_phi"] is None else str(p["d_phi"]),
-                 f"{p['score_std']:.2g}"]
+        cells = ([p["method"]] if maps else []) + [p["source"], str(p["seq_len"]),
+                                                   "-" if p["d_phi"] is None else str(p["d_phi"]),
+                                                   f"{p['score_std']:.2g}"]
         for metric in errors:
             stats = p[metric.name]
             cells.append("overflow" if stats is None else
@@ -248,6 +304,23 @@ def table(points: list[dict]) -> list[str]:
     widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
     render = lambda row: "  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip()  # noqa: E731
     return [render(header), render(["-" * w for w in widths]), *map(render, rows)]
+
+
+def fit_lines(points: list[dict]) -> list[str]:
+    """Per fitted map and source: its held-out cross-entropy as built and fitted, beside the floor."""
+    lines, seen = [], set()
+    for p in points:
+        for facts in p.get("fit", []):
+            key = (p["method"], p["source"], p["d_phi"])
+            if key in seen:
+                continue
+            seen.add(key)
+            held = facts["held_out_cross_entropy"]
+            lines.append(f"{p['method']} d_phi={p['d_phi']} on {p['source']}: held-out cross-entropy "
+                         f"{held['initial']:.4g} as built, {held['fitted']:.4g} fitted (softmax's entropy "
+                         f"{facts['held_out_softmax_entropy']:.4g}; {facts['steps']} Adam steps at lr "
+                         f"{facts['lr']:g} on {facts['fit_queries']} queries, {facts['held_out_queries']} held out)")
+    return lines
 
 
 def decomposition_line(points: list[dict]) -> str:
