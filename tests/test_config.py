@@ -84,6 +84,48 @@ def test_every_experiment_preset_passes_with_each_value_its_sweep_takes(experime
         assert refusal(config) == [], job
 
 
+def gpu_jobs() -> list[tuple[str, ...]]:
+    """The overrides of every job the GPU board runs (leaderboard_gpu: each LRA preset with each of its
+    methods; seeds change no model) and of the paper budget with each of those methods."""
+    swept = _composed(("experiment=leaderboard_gpu",), True)
+    names = str(swept["method"]).split(",")
+    jobs = [(f"experiment={e}", f"method={m}") for e in str(swept["experiment"]).split(",") for m in names]
+    return jobs + [("budget=paper", f"method={m}") for m in names]
+
+
+@pytest.mark.parametrize("job", gpu_jobs(), ids="+".join)
+def test_every_gpu_job_composes_validates_and_builds_its_model_on_the_cpu(job):
+    """What a GPU run would build, at the preset's sizes, built here and run forward on a
+    short input by the CPU path. Its parameters are zeros rather than drawn (a paper model has 19M):
+    what is checked is that it builds and runs. The vocabulary and the classes stand in for
+    the task's (they size only the embedding and the head, and the data behind them may need a
+    download). The Triton path's launches at these shapes are compiled by tests/test_triton_compile.py."""
+    import torch
+
+    from suite.model import build_model
+    from tasks.base import TaskInfo
+
+    config = composed(*job)
+    assert refusal(config) == [], job
+    task = config["task"]
+    info = TaskInfo(task["name"], task["family"], task["seq_len"], vocab_size=257, num_classes=10,
+                    extra={"pair": task["name"] == "retrieval"})
+    with torch.device("meta"):
+        model = build_model(task["backbone"], info, config["model"], config["method"])
+    model = model.to_empty(device="cpu")
+    with torch.no_grad():
+        for tensor in model.state_dict().values():
+            tensor.zero_()
+    width, heads = config["model"]["d_model"], config["model"]["num_heads"]
+    attention = [m for m in model.modules() if hasattr(m, "head_dim") and hasattr(m, "impls")]
+    assert len(attention) == config["model"]["num_layers"]
+    assert {m.head_dim for m in attention} == {width // heads}
+    ids = torch.ones(2, 64, dtype=torch.long)
+    with torch.no_grad():
+        logits, _ = model.eval()({"input_ids": ids, "input_ids_2": ids, "label": None})
+    assert logits.shape == (2, 10) and torch.isfinite(logits).all()
+
+
 @pytest.mark.parametrize("name", [*choices("point"), *choices("state_size")])
 def test_every_board_point_and_state_size_passes(name):
     group = "point" if name in choices("point") else "+state_size"
