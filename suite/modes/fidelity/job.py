@@ -178,7 +178,7 @@ def slopes(points: list[dict]) -> list[dict]:
 
 def fit_settings(method: Mapping, grid: Mapping) -> Mapping | None:
     """The grid's ``fit`` block when the method declares parameters to fit to softmax attention;
-    None otherwise (the method is measured as built, on every query)."""
+    None otherwise (the method is measured as built)."""
     if "fit" in grid and methods.get(method["name"]).fits_attention():
         return grid["fit"]
     return None
