@@ -21,8 +21,7 @@ triton = pytest.importorskip("triton")
 
 REPO = Path(__file__).resolve().parents[1]
 SCRIPT = REPO / "scripts" / "triton_compile.py"
-sys.path.insert(0, str(SCRIPT.parent))
-import triton_compile  # noqa: E402
+from scripts import triton_compile  # noqa: E402  (after the importorskip: the script imports triton)
 
 # The script drives Triton's own launch binder (triton/runtime/jit.py), which is not a public API.
 pytestmark = pytest.mark.skipif(not triton.__version__.startswith("3.9."),
