@@ -28,7 +28,10 @@ def composed(command: str, tmp_path: Path) -> dict:
 
 
 def test_every_committed_record_is_on_the_list():
-    assert len(COMMITTED) >= 150 and {r.kind for r in COMMITTED} == {"train", "kernel", "fidelity", "decode"}
+    # Every record file under results/ is a run the site lists (none dropped as unreadable), and the
+    # board holds every kind of record, so the parametrised checks below cover each kind.
+    assert len(COMMITTED) == len(list((REPO / "results").rglob("*.json")))
+    assert {r.kind for r in COMMITTED} == {"train", "kernel", "fidelity", "decode"}
 
 
 @pytest.mark.parametrize("run", COMMITTED, ids=lambda r: str(r.source))
