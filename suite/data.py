@@ -9,7 +9,7 @@ from torch.nn.utils.rnn import pad_sequence
 from torch.utils.data import Dataset, Subset
 
 from suite.model import PAD_ID
-from tasks.cache import IGNORE_LABEL  # positions a token-target task does not score
+from tasks.base import IGNORE_LABEL  # positions a token-target task does not score
 
 
 def capped(split: Dataset, limit: int | None) -> Dataset:

@@ -17,7 +17,7 @@ from torch import nn
 
 import methods
 from suite.errors import ConfigError
-from tasks.cache import IGNORE_LABEL
+from tasks.base import IGNORE_LABEL
 
 PAD_ID = 0
 

@@ -6,11 +6,17 @@
 
 from __future__ import annotations
 
+import csv
 import importlib
+import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from tasks.base import TaskData, TaskError, TaskInfo
+
+# A field of a real release (a long DNA sequence in a CSV, a long line of a TSV) may pass the csv
+# module's default limit of 128 KiB; every reader under tasks/ takes it whole.
+csv.field_size_limit(sys.maxsize)
 
 # name -> "module:function", gathered from each family's ``LOADERS``; a task's module is imported
 # on use so its heavy dependencies load only when needed.

@@ -7,6 +7,9 @@ from typing import Literal
 
 from torch.utils.data import Dataset
 
+SPLITS = ("train", "val", "test")
+IGNORE_LABEL = -100  # a token target's label where no prediction is scored
+
 
 class TaskError(ValueError):
     """A user mistake or missing data for a task: one clear line, exit code 2 at the CLI."""
@@ -31,9 +34,10 @@ class TaskInfo:
 class TaskData:
     """Three splits whose items are dicts: ``input_ids`` (int64, length <= seq_len) and ``label``.
 
-    ``label`` is an int64 scalar for sequence targets, or int64 of the input's length with -100
-    where no prediction is scored, for token targets. ``baseline`` is the accuracy of the task's
-    trivial predictor on the test split (majority class or chance, per ``info.baseline_name``).
+    ``label`` is an int64 scalar for sequence targets, or int64 of the input's length with
+    IGNORE_LABEL (-100) where no prediction is scored, for token targets. ``baseline`` is the
+    accuracy of the task's trivial predictor on the test split (majority class or chance, per
+    ``info.baseline_name``).
     """
 
     info: TaskInfo

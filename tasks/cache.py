@@ -1,63 +1,85 @@
-"""Generated tasks' plumbing: per-split seeds, config validation, the keyed Arrow cache of
-generated splits, and a torch view of per-token targets.
+"""The atomic Arrow cache of a task's splits, and the keys it is found by.
 
-The atomic cache itself is ``tasks.common.cached_splits``; this module adds the key (every
-field that defines the data) and the conversion from generated tensors to Arrow columns.
+``cached_splits`` loads the splits saved in a folder, building them first when absent; a task
+names the folder by what defines its data: the files it reads (``files_fingerprint``) or the
+fields of a generator (``fields_key``). ``generated_splits`` is that cache for a generator of
+(inputs, labels) tensors, one integer seed per split.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable, Mapping
+import os
+import shutil
+import tempfile
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 
 import datasets
 import numpy as np
 import torch
-from torch.utils.data import Dataset
 
-from tasks.base import TaskError
-from tasks.common import ArrowRows, cached_splits
-
-SPLITS = ("train", "val", "test")
-IGNORE_LABEL = -100  # token targets: positions that are not scored
+from tasks.base import SPLITS
 
 # Generates (inputs, labels) for ``num_examples`` examples from one integer seed.
 MakeSplit = Callable[[int, int], tuple[torch.Tensor, torch.Tensor]]
 
 
-def split_seed(data_seed: int, split: str) -> int:
-    """A seed for ``split`` derived from the task's ``data_seed``: train, val and test draw from
-    independent streams, so no split is a prefix or copy of another."""
-    return int(np.random.SeedSequence([data_seed, SPLITS.index(split)]).generate_state(1)[0])
+@contextmanager
+def _quiet_datasets() -> Iterator[None]:
+    was_enabled = datasets.is_progress_bar_enabled()
+    datasets.disable_progress_bars()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            datasets.enable_progress_bars()
 
 
-def int_option(config: Mapping, key: str, minimum: int = 1) -> int:
-    """``config[key]`` as an int >= ``minimum``; a TaskError naming the key otherwise."""
-    value = config.get(key)
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise TaskError(f"task.{key}={value!r}: expected an integer >= {minimum}")
-    return value
+def cached_splits(cache_dir: Path, build: Callable[[Path], datasets.DatasetDict]) -> datasets.DatasetDict:
+    """Load the Arrow splits saved under ``cache_dir/arrow``, building them first when absent.
+
+    ``build(work_dir)`` may write files of its own (e.g. generated TSVs) into ``work_dir``; it and
+    the saved splits appear under ``cache_dir`` together by one rename, so an interrupted or failed
+    build never leaves a partial cache behind.
+    """
+    if not cache_dir.is_dir():
+        cache_dir.parent.mkdir(parents=True, exist_ok=True)
+        work_dir = Path(tempfile.mkdtemp(prefix=f".{cache_dir.name}.tmp-", dir=cache_dir.parent))
+        try:
+            splits = build(work_dir)
+            with _quiet_datasets():  # its per-shard bars would bury the generator's one
+                splits.save_to_disk(str(work_dir / "arrow"))
+            os.rename(work_dir, cache_dir)
+        except OSError:
+            if not cache_dir.is_dir():  # not a concurrent run that finished first: a real failure
+                raise
+        finally:
+            shutil.rmtree(work_dir, ignore_errors=True)
+    return datasets.load_from_disk(str(cache_dir / "arrow"))
 
 
-def choice_option(config: Mapping, key: str, choices: tuple[str, ...]) -> str:
-    """``config[key]`` if it is one of ``choices``; a TaskError listing them otherwise."""
-    value = config.get(key)
-    if value not in choices:
-        raise TaskError(f"task.{key}={value!r}: valid choices are {', '.join(choices)}")
-    return value
-
-
-def split_sizes(config: Mapping) -> dict[str, int]:
-    """``num_train``, ``num_val`` and ``num_test`` of the task config, validated."""
-    return {split: int_option(config, f"num_{split}") for split in SPLITS}
+def files_fingerprint(paths: Iterable[Path]) -> str:
+    """A short stable tag of the files' names, sizes and modification times, for cache keys."""
+    digest = hashlib.blake2b(digest_size=6)
+    for path in paths:
+        stat = path.stat()
+        digest.update(f"{path.name}:{stat.st_size}:{stat.st_mtime_ns};".encode())
+    return digest.hexdigest()
 
 
 def fields_key(fields: Mapping) -> str:
     """A short stable digest of the fields that define a generated dataset (JSON, sorted keys)."""
     text = json.dumps(dict(fields), sort_keys=True, default=str)
     return hashlib.blake2b(text.encode(), digest_size=8).hexdigest()
+
+
+def split_seed(data_seed: int, split: str) -> int:
+    """A seed for ``split`` derived from the task's ``data_seed``: train, val and test draw from
+    independent streams, so no split is a prefix or copy of another."""
+    return int(np.random.SeedSequence([data_seed, SPLITS.index(split)]).generate_state(1)[0])
 
 
 def compact(values: torch.Tensor) -> np.ndarray:
@@ -82,17 +104,3 @@ def generated_splits(cache_root: Path, fields: Mapping, make: MakeSplit) -> data
         return datasets.DatasetDict(splits)
 
     return cached_splits(cache_dir, build)
-
-
-class TokenTargets(Dataset):
-    """Items ``{"input_ids": int64 (L,), "label": int64 (L,)}`` (label -100 where not scored) read
-    from an Arrow split whose ``input_ids`` and ``label`` columns are equal-length int lists."""
-
-    def __init__(self, split: datasets.Dataset) -> None:
-        self.rows = ArrowRows(split, ("input_ids", "label"))
-
-    def __len__(self) -> int:
-        return len(self.rows)
-
-    def __getitem__(self, index: int) -> dict[str, torch.Tensor]:
-        return {"input_ids": self.rows.get("input_ids", index), "label": self.rows.get("label", index)}

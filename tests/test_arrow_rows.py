@@ -1,4 +1,4 @@
-"""The task datasets read Arrow buffers directly (tasks.common.ArrowRows); what they return must be
+"""The task datasets read Arrow buffers directly (tasks.splits.ArrowRows); what they return must be
 exactly what the ``datasets`` torch format returns, on plain, selected and sliced splits."""
 
 from __future__ import annotations
@@ -9,10 +9,9 @@ import pyarrow as pa
 import pytest
 import torch
 
-from tasks.cache import TokenTargets
-from tasks.common import ArrowRows, SequenceClassification, classification_split
 from tasks.lra.image import PixelClassification
 from tasks.lra.retrieval import PairClassification
+from tasks.splits import ArrowRows, SequenceClassification, TokenTargets, classification_split
 
 
 def _reference(split: datasets.Dataset, index: int, column: str) -> torch.Tensor:

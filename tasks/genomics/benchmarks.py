@@ -32,10 +32,10 @@ import huggingface_hub
 import numpy as np
 
 from tasks.base import TaskData, TaskError, TaskInfo
-from tasks.cache import choice_option, int_option
-from tasks.common import SequenceClassification, majority_baseline
 from tasks.genomics.formats import Examples, read_class_folders, read_csv, read_fasta, read_hf_split
 from tasks.genomics.nucleotides import VOCAB_SIZE
+from tasks.options import choice_option, int_option
+from tasks.splits import SequenceClassification, majority_baseline
 
 RELEASE_SPLITS = ("train", "test")
 SOURCES = ("auto", "local", "hub")

@@ -36,9 +36,10 @@ import numpy as np
 import torch
 
 from tasks.base import TaskData, TaskError, TaskInfo
-from tasks.cache import choice_option, generated_splits, int_option, split_sizes
-from tasks.common import SequenceClassification, classification_task
+from tasks.cache import generated_splits
 from tasks.genomics.nucleotides import ALPHABET, N_ID, VOCAB_SIZE
+from tasks.options import choice_option, int_option, split_sizes
+from tasks.splits import SequenceClassification, classification_task
 
 FORMAT_VERSION = 1  # part of the cache key: bump when the generated data changes
 DESIGN_STREAM = 7  # seeds the motifs and the Markov table apart from the splits' streams

@@ -10,7 +10,7 @@ import datasets
 from huggingface_hub import constants as hub_constants
 
 from tasks.base import TaskError
-from tasks.common import files_fingerprint
+from tasks.cache import files_fingerprint
 
 
 @contextmanager

@@ -25,8 +25,9 @@ from torch.utils.data import Dataset
 from tqdm import tqdm
 
 from tasks.base import TaskData, TaskError, TaskInfo
-from tasks.common import ArrowRows, cached_splits, classification_task
+from tasks.cache import cached_splits
 from tasks.lra.hub import local_or_hub
+from tasks.splits import ArrowRows, classification_task
 
 HUB_IDS = ("uoft-cs/cifar10", "cifar10")
 IMAGE_COLUMNS = ("img", "image")

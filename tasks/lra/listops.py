@@ -30,17 +30,11 @@ import datasets
 import numpy as np
 from tqdm import tqdm
 
-from tasks.base import TaskData, TaskError, TaskInfo
-from tasks.cache import choice_option, int_option
-from tasks.common import (
-    SequenceClassification,
-    cached_splits,
-    classification_split,
-    files_fingerprint,
-    majority_baseline,
-    read_tsv,
-    write_tsv,
-)
+from tasks.base import SPLITS, TaskData, TaskError, TaskInfo
+from tasks.cache import cached_splits, files_fingerprint
+from tasks.options import choice_option, int_option, split_sizes
+from tasks.splits import SequenceClassification, classification_split, majority_baseline
+from tasks.tsv import read_tsv, write_tsv
 
 # The LRA generator's parameters.
 OPERATORS = ("[MAX", "[MIN", "[MED", "[SM")
@@ -51,7 +45,6 @@ MAX_ARGS = 10  # an operation takes 2..MAX_ARGS arguments
 MIN_LENGTH, MAX_LENGTH = 500, 2000  # kept lengths lie strictly between these
 
 HEADER = ("Source", "Target")
-SPLITS = ("train", "val", "test")
 NUM_CLASSES = 10
 FORMAT_VERSION = 1  # part of the cache key: bump when the files or the token ids change
 SOURCES = ("generate", "local")
@@ -235,13 +228,13 @@ def load(config: Mapping, data_dir: Path) -> TaskData:
     if seq_len > max_length:  # the record would claim a length that no example reaches
         raise TaskError(f"task.seq_len={seq_len}: ListOps expressions are shorter than {max_length} tokens "
                         f"(task.max_length; LRA's is {MAX_LENGTH}); use task.seq_len <= {max_length}")
-    sizes = {split: int_option(config, f"num_{split}") for split in SPLITS}
+    sizes = split_sizes(config)
     data_dir = Path(data_dir)
 
     if source == "generate":
         seed = int_option(config, "data_seed", minimum=0)
         key = f"generate-train{sizes['train']}-val{sizes['val']}-test{sizes['test']}-seed{seed}-v{FORMAT_VERSION}"
-        if (min_length, max_length) != (MIN_LENGTH, MAX_LENGTH):  # LRA's lengths keep their old cache key
+        if (min_length, max_length) != (MIN_LENGTH, MAX_LENGTH):  # LRA's lengths add no suffix: built caches stay valid
             key += f"-len{min_length}-{max_length}"
 
         def build(work_dir: Path) -> datasets.DatasetDict:

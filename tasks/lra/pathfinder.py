@@ -38,8 +38,9 @@ from PIL import Image
 from tqdm import tqdm
 
 from tasks.base import TaskData, TaskError, TaskInfo
-from tasks.common import cached_splits, classification_task, files_fingerprint
+from tasks.cache import cached_splits, files_fingerprint
 from tasks.lra.image import ImageError, PixelClassification, decode_image, pixel_features
+from tasks.splits import classification_task
 
 LEVEL = "curv_contour_length_14"  # the "hard" split, the one LRA reports
 SOURCES = ("generate", "local")

@@ -20,8 +20,9 @@ import torch
 from torch.utils.data import Dataset
 
 from tasks.base import TaskData, TaskError, TaskInfo
-from tasks.common import ArrowRows, cached_splits, classification_task, files_fingerprint
+from tasks.cache import cached_splits, files_fingerprint
 from tasks.lra.text import byte_tokens, sequence_length, token_features
+from tasks.splits import ArrowRows, classification_task
 
 FILES = {"train": "new_aan_pairs.train.tsv", "val": "new_aan_pairs.eval.tsv", "test": "new_aan_pairs.test.tsv"}
 

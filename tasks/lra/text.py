@@ -17,8 +17,9 @@ from pathlib import Path
 import datasets
 
 from tasks.base import TaskData, TaskError, TaskInfo
-from tasks.common import SequenceClassification, cached_splits, classification_task
+from tasks.cache import cached_splits
 from tasks.lra.hub import local_or_hub
+from tasks.splits import SequenceClassification, classification_task
 
 HUB_IDS = ("stanfordnlp/imdb", "imdb")
 

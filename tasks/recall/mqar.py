@@ -26,9 +26,11 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from tasks.base import TaskData, TaskError, TaskInfo
-from tasks.cache import IGNORE_LABEL, TokenTargets, choice_option, generated_splits, int_option, split_sizes
+from tasks.base import IGNORE_LABEL, TaskData, TaskError, TaskInfo
+from tasks.cache import generated_splits
+from tasks.options import choice_option, int_option, split_sizes
 from tasks.recall.sampling import distinct_uniform, sample_without_replacement
+from tasks.splits import TokenTargets
 
 BLANK = 1  # Zoology's 0, shifted
 ID_SHIFT = 1  # added to every Zoology id so that 0 is free for padding

@@ -24,9 +24,11 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from tasks.base import TaskData, TaskError, TaskInfo
-from tasks.cache import IGNORE_LABEL, TokenTargets, choice_option, generated_splits, int_option, split_sizes
+from tasks.base import IGNORE_LABEL, TaskData, TaskError, TaskInfo
+from tasks.cache import generated_splits
+from tasks.options import choice_option, int_option, split_sizes
 from tasks.recall.sampling import distinct_uniform
+from tasks.splits import TokenTargets
 
 NOISE = 1
 FIRST_DATA = 2
