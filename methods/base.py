@@ -2,9 +2,10 @@
 
 ``module(q, k, v, causal=False)`` takes q, k of shape (batch, heads, N, D) and v of shape
 (batch, heads, N, E) and returns (batch, heads, N, E) in the dtype of q. Each method lists the
-implementations it has in ``impls``; ``impl="auto"`` picks the fastest one usable on the device of
-the inputs. The recurrent form (``init_state`` / ``step``) is the causal parallel form, one token
-at a time.
+implementations it has in ``impls``; ``impl="auto"`` picks one for the device of the inputs
+(``resolve_impl``, which a method may override: by default Triton on CUDA when the method has it,
+else SDPA when it has that, else its ``cpu_default``). The recurrent form (``init_state`` /
+``step``) is the causal parallel form, one token at a time.
 """
 
 from __future__ import annotations

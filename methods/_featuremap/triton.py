@@ -26,12 +26,11 @@ MIN_BLOCK = 16
 # batch * heads is the third grid axis, which CUDA caps at 2^16 - 1 programs.
 MAX_BATCH_HEADS = 65535
 # Chunks of 64 rows, and per precision of the products the largest tile of F and E, the warps and the
-# stages, checked on sm_80, sm_90 and sm_100 by scripts/triton_compile.py (docs/triton_compile.md has
-# the table). float32 products in IEEE precision run on the FMA units, whose operands sit in registers:
-# 64-wide tiles in 4 warps spilled up to 25 KB a thread on sm_80, 32-wide ones in 8 warps still up to
-# 24 B; 16-wide ones in 8 warps spill nothing. bfloat16 and TF32 products run on tensor cores: 64-wide
-# tiles spilled up to 204 B where F or E is not a multiple of 16; 32-wide ones in 8 warps spill nothing
-# (but for two rows where only Triton's ptxas flag spills, which the table names).
+# stages that compile without spilling on sm_80, sm_90 and sm_100 (scripts/triton_compile.py checks
+# them; docs/triton_compile.md has the table and the spills it accepts). float32 products in IEEE
+# precision run on the FMA units, whose operands sit in registers, so their tiles are narrower than
+# those of bfloat16 and TF32 products, which run on tensor cores; the wider tiles that spilled:
+# docs/measurements.md.
 # Narrower tiles cost recomputing the chunk's scores once per value tile (attend_over_features).
 CHUNK = 64
 LAUNCH_TABLE = {"ieee": (16, 8, 3), "tf32": (32, 8, 3)}

@@ -41,14 +41,10 @@ class FenwickTree:
 # Every product here is float32 in IEEE precision, which Triton runs on the FMA units, not on tensor
 # cores: an FMA product's operands and result sit in registers, as do a chunk's (C, C) matrices (scores,
 # weights, their gradients). So features and values are read in tiles, _intra_backward keeps at most
-# three (C, C) matrices alive, and each chunk size has its largest tile, warps and stages, checked by
-# scripts/triton_compile.py on sm_80, sm_90 and sm_100 (docs/triton_compile.md). Whole 128-wide heads
-# needed up to 197 KB of shared memory (more than sm_80 has) and spilled up to 96 KB a thread. At
-# C = 64, tiles of 32 in 8 warps still spilled (564 B before _intra_backward was reordered); tiles of
-# 16 in 8 warps spill nothing in 2 stages (3 spilled 44 B in _inter_backward on sm_90 at 40 features).
-# At C = 16, tiles of 32 in 4 warps spill nothing in one stage (up to 44 B in three). Other chunk sizes
-# are refused: no choice was checked for them (at C = 32 no number of stages kept every kernel from
-# spilling).
+# three (C, C) matrices alive, and each chunk size has the largest tile, warps and stages that compile
+# without spilling on sm_80, sm_90 and sm_100 (scripts/triton_compile.py checks them;
+# docs/triton_compile.md has the table, docs/measurements.md the wider choices that spilled). Other
+# chunk sizes are refused: no launch of theirs is known to fit.
 LAUNCH_TABLE = {16: (32, 4, 1), 64: (16, 8, 2)}  # chunk size: (largest tile, warps, stages)
 # Option values scripts/triton_compile.py compiles beside the configs' own, so that every entry of the
 # table is checked.
