@@ -7,8 +7,9 @@ import copy
 import math
 import statistics
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from contextlib import nullcontext
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
@@ -76,14 +77,78 @@ def evaluate(model, loader: DataLoader, device: torch.device, max_batches: int |
     return correct / max(1, total)
 
 
+@dataclass
+class Run:
+    """What a training run is built from once, before its first step: the model, its optimizer and
+    schedule, the data loaders and the budget's limits."""
+
+    device: torch.device
+    budget: Mapping
+    model: torch.nn.Module
+    param_count: int
+    optimizer: torch.optim.Optimizer
+    scheduler: torch.optim.lr_scheduler.LRScheduler
+    order: torch.Generator  # shuffles the training set: its state at an epoch's start is where the epoch is
+    train_loader: DataLoader
+    eval_loader: dict[str, DataLoader]
+    config_hash: str
+    saves_to: Path  # this config's checkpoint folder
+    target: float | None  # budget.target_val_accuracy: stop once validation reaches it; None = never
+    cap: int | None  # memory_cap_bytes: the peak (as the record measures it) that is oom; None = no cap
+    every: int | None  # budget.checkpoint_every; None = no checkpoints
+    memory: RunMemory  # what the run adds to the built model and data
+
+    @property
+    def total_steps(self) -> int:
+        return self.budget["max_steps"]
+
+
+@dataclass
+class Progress:
+    """Everything a run changes from one step to the next; a checkpoint holds all of it but
+    ``batches``, which is rebuilt from the epoch's start and the batches it has used."""
+
+    started: float  # perf_counter at the run's start (moved back by the saved wall time on resume)
+    epoch_start: torch.Tensor  # the shuffling generator's state when this epoch began
+    epoch_batches: int = 0
+    batches: Iterator = field(default_factory=lambda: iter(()))
+    step: int = 0
+    tokens: int = 0
+    correct: int = 0
+    scored: int = 0
+    last_finite_loss: float | None = None
+    step_times: list[float] = field(default_factory=list)
+    val_curve: list[list] = field(default_factory=list)  # [step, validation accuracy] at every evaluation
+    best_val: float = -1.0
+    best_step: int = 0
+    best_state: dict | None = None  # the weights at best_step, on the CPU
+
+
 def train(config: Mapping, data: TaskData, device: torch.device) -> tuple[Outcome, torch.nn.Module]:
     """Train ``config['method']`` on ``data`` under ``config['budget']``; return the outcome and the
     model (holding the weights of the best validation step when the run is ok). Saves a checkpoint
     every ``budget.checkpoint_every`` steps and when stopped by a signal; continues from the
     newest one of this config unless ``resume`` is false."""
+    run, progress = build_run(config, data, device)
+    if config.get("resume", True):
+        resume(run, progress)
+    outcome = Outcome()
+    bar = tqdm(total=run.total_steps, initial=progress.step, desc=f"{config['method']['name']} on {data.info.name}",
+               unit="step", dynamic_ncols=True, mininterval=0.5)
+    try:
+        run_steps(run, progress, outcome, bar)
+    except KeyboardInterrupt:
+        outcome.status, outcome.error = "interrupted", f"interrupted after {progress.step} steps"
+    finally:
+        bar.close()
+    finish(run, progress, outcome, data)
+    return outcome, run.model
+
+
+def build_run(config: Mapping, data: TaskData, device: torch.device) -> tuple[Run, Progress]:
+    """The model (initialised from the seed), AdamW with warm-up + cosine, and the loaders, in the
+    order that fixes every random draw; then the memory measure, from the built run on."""
     budget, seed = config["budget"], config["seed"]
-    target = budget.get("target_val_accuracy")
-    cap = config.get("memory_cap_bytes")  # null, or the peak (as the record measures it) that is oom
     started = time.perf_counter()
     torch.manual_seed(seed)
     model = build_model(config["task"]["backbone"], data.info, config["model"], config["method"]).to(device)
@@ -100,133 +165,169 @@ def train(config: Mapping, data: TaskData, device: torch.device) -> tuple[Outcom
         name: DataLoader(split, batch_size=budget["batch_size"], collate_fn=collate)
         for name, split in (("val", data.val), ("test", data.test))
     }
-    outcome = Outcome()
-    step_times: list[float] = []
-    tokens = correct = scored = 0
-    best_val, best_step, best_state = -1.0, 0, None
-    last_finite_loss = None
-    val_curve: list[list] = []  # [step, validation accuracy] at every evaluation: where a plateau shows
-    batches = iter(())
-    step = 0
-    # The data order is the shuffling generator at the start of the epoch plus the batches used since.
-    epoch_start, epoch_batches = order.get_state(), 0
+    progress = Progress(started=started, epoch_start=order.get_state())
     config_hash = records.config_hash(config, device.type)
-    saves_to, every = checkpoint.folder(config["results_dir"], config_hash), budget.get("checkpoint_every")
+    run = Run(device=device, budget=budget, model=model, param_count=param_count, optimizer=optimizer,
+              scheduler=scheduler, order=order, train_loader=train_loader, eval_loader=eval_loader,
+              config_hash=config_hash, saves_to=checkpoint.folder(config["results_dir"], config_hash),
+              target=budget.get("target_val_accuracy"), cap=config.get("memory_cap_bytes"),
+              every=budget.get("checkpoint_every"),
+              memory=RunMemory(device))  # last: it measures what the run adds to the built model and data
+    return run, progress
 
-    def state() -> dict:
-        """All the rest of the run depends on, between two steps."""
-        return {"model": model.state_dict(), "optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(),
-                "rng": checkpoint.rng_states(device), "epoch_start": epoch_start, "epoch_batches": epoch_batches,
-                "counters": {"step": step, "tokens": tokens, "correct": correct, "scored": scored,
-                             "last_finite_loss": last_finite_loss, "step_times": step_times, "val_curve": val_curve,
-                             "train_wall_time_s": time.perf_counter() - started},
-                "best": {"val": best_val, "step": best_step, "state": best_state}}
 
-    memory = RunMemory(device)  # from here on: what the run adds to the built model and data
-    found = checkpoint.latest(saves_to, config_hash) if config.get("resume", True) else None
-    if found is not None:
-        path, saved = found
-        model.load_state_dict(saved["model"])
-        optimizer.load_state_dict(saved["optimizer"])
-        scheduler.load_state_dict(saved["scheduler"])
-        counters, best = saved["counters"], saved["best"]
-        step, tokens, correct, scored = counters["step"], counters["tokens"], counters["correct"], counters["scored"]
-        last_finite_loss, step_times = counters["last_finite_loss"], counters["step_times"]
-        val_curve = counters.get("val_curve", [])
-        started = time.perf_counter() - counters["train_wall_time_s"]
-        best_val, best_step, best_state = best["val"], best["step"], best["state"]
-        epoch_start, epoch_batches = saved["epoch_start"], saved["epoch_batches"]
-        order.set_state(epoch_start)
-        batches = iter(train_loader)
-        for _ in range(epoch_batches):  # the same shuffle, from where the epoch was
-            next(batches)
-        checkpoint.set_rng_states(saved["rng"], device)
-        print(f"resuming from step {step}: {path}", flush=True)
-    bar = tqdm(total=total_steps, initial=step, desc=f"{config['method']['name']} on {data.info.name}",
-               unit="step", dynamic_ncols=True, mininterval=0.5)
-    try:
-        model.train()
-        with checkpoint.HeldSignals() as signals:
-            while step < total_steps:
-                batch = next(batches, None)
-                if batch is None:  # a new epoch
-                    epoch_start, epoch_batches = order.get_state(), 0
-                    batches = iter(train_loader)
-                    continue
-                epoch_batches += 1
-                batch = to_device(batch, device)
-                t0 = time.perf_counter()
-                with autocast(device):
-                    logits, labels = model(batch)
-                loss = token_loss(logits, labels)
-                if not torch.isfinite(loss):
-                    outcome.status = "diverged"
-                    outcome.error = f"loss became {loss.item()} at step {step + 1}"
-                    outcome.metrics.update(diverged_step=step + 1, last_finite_loss=last_finite_loss)
+def checkpoint_state(run: Run, progress: Progress) -> dict:
+    """All the rest of the run depends on, between two steps. Its keys are the checkpoint format
+    (checkpoint.FORMAT): ``resume`` reads them back."""
+    return {"model": run.model.state_dict(), "optimizer": run.optimizer.state_dict(),
+            "scheduler": run.scheduler.state_dict(), "rng": checkpoint.rng_states(run.device),
+            "epoch_start": progress.epoch_start, "epoch_batches": progress.epoch_batches,
+            "counters": {"step": progress.step, "tokens": progress.tokens, "correct": progress.correct,
+                         "scored": progress.scored, "last_finite_loss": progress.last_finite_loss,
+                         "step_times": progress.step_times, "val_curve": progress.val_curve,
+                         "train_wall_time_s": time.perf_counter() - progress.started},
+            "best": {"val": progress.best_val, "step": progress.best_step, "state": progress.best_state}}
+
+
+def resume(run: Run, progress: Progress) -> None:
+    """Go on from this config's newest checkpoint, if there is one: the weights, optimizer and
+    schedule, the counters, the data order (the same shuffle, from where the epoch was) and every
+    random generator."""
+    found = checkpoint.latest(run.saves_to, run.config_hash)
+    if found is None:
+        return
+    path, saved = found
+    run.model.load_state_dict(saved["model"])
+    run.optimizer.load_state_dict(saved["optimizer"])
+    run.scheduler.load_state_dict(saved["scheduler"])
+    counters, best = saved["counters"], saved["best"]
+    progress.step, progress.tokens = counters["step"], counters["tokens"]
+    progress.correct, progress.scored = counters["correct"], counters["scored"]
+    progress.last_finite_loss, progress.step_times = counters["last_finite_loss"], counters["step_times"]
+    progress.val_curve = counters.get("val_curve", [])  # absent from checkpoints older than the curve
+    progress.started = time.perf_counter() - counters["train_wall_time_s"]
+    progress.best_val, progress.best_step, progress.best_state = best["val"], best["step"], best["state"]
+    progress.epoch_start, progress.epoch_batches = saved["epoch_start"], saved["epoch_batches"]
+    run.order.set_state(progress.epoch_start)
+    progress.batches = iter(run.train_loader)
+    for _ in range(progress.epoch_batches):
+        next(progress.batches)
+    checkpoint.set_rng_states(saved["rng"], run.device)
+    print(f"resuming from step {progress.step}: {path}", flush=True)
+
+
+def run_steps(run: Run, progress: Progress, outcome: Outcome, bar: tqdm) -> None:
+    """Steps until the budget's last, a non-finite loss (the outcome says diverged) or the target
+    validation accuracy; a checkpoint every ``budget.checkpoint_every`` steps and at a signal,
+    which acts only after it (KeyboardInterrupt)."""
+    run.model.train()
+    with checkpoint.HeldSignals() as signals:
+        while progress.step < run.total_steps:
+            counts = train_step(run, progress, next_batch(run, progress), outcome)
+            if counts is None:
+                break
+            report_step(run, progress, bar, *counts)
+            if progress.step % run.budget["eval_every"] == 0 or progress.step == run.total_steps:
+                if validate(run, progress, bar):
                     break
-                loss.backward()
-                if budget["grad_clip"] is not None:  # null: no clipping, as most LRA configs
-                    torch.nn.utils.clip_grad_norm_(model.parameters(), budget["grad_clip"])
-                optimizer.step()
-                scheduler.step()
-                optimizer.zero_grad(set_to_none=True)
-                synchronize(device)
-                step_times.append(time.perf_counter() - t0)
-                check_memory_cap(cap, memory)
-                step += 1
-                last_finite_loss = loss.item()
-                tokens += real_tokens(batch)
-                c, n = correct_and_count(logits.detach(), labels)
-                correct, scored = correct + c, scored + n
-                bar.update(1)
-                logger.current().log({"train/loss": last_finite_loss, "train/accuracy": c / max(1, n),
-                                      "train/lr": scheduler.get_last_lr()[0]}, step=step)
-                bar.set_postfix(loss=f"{last_finite_loss:.3f}", acc=f"{correct / max(1, scored):.3f}",
-                                tok_s=f"{tokens / sum(step_times):,.0f}", refresh=False)
-                if step % budget["eval_every"] == 0 or step == total_steps:
-                    val = evaluate(model, eval_loader["val"], device, budget["eval_batches"])
-                    logger.current().log({"val/accuracy": val}, step=step)
-                    val_curve.append([step, val])
-                    if val > best_val:
-                        best_val, best_step = val, step
-                        best_state = copy.deepcopy({k: v.detach().cpu() for k, v in model.state_dict().items()})
-                    bar.write(f"step {step}: val acc {val:.4f} (best {best_val:.4f} at step {best_step})")
-                    if target is not None and val >= target:  # solved: Zoology stops here too
-                        bar.write(f"step {step}: val acc reached budget.target_val_accuracy={target}; stopping")
-                        break
-                if every is not None and (step % every == 0 or signals.pending):
-                    checkpoint.save(saves_to, config_hash, step, state())
-                signals.release()  # a signal that came during this step acts now, after its checkpoint
-    except KeyboardInterrupt:
-        outcome.status, outcome.error = "interrupted", f"interrupted after {step} steps"
-    finally:
-        bar.close()
+            if run.every is not None and (progress.step % run.every == 0 or signals.pending):
+                checkpoint.save(run.saves_to, run.config_hash, progress.step, checkpoint_state(run, progress))
+            signals.release()  # a signal that came during this step acts now, after its checkpoint
 
+
+def next_batch(run: Run, progress: Progress) -> dict[str, torch.Tensor]:
+    """The next training batch, on the device; at an epoch's end a new epoch begins (the data
+    order is the shuffling generator at the epoch's start plus the batches used since)."""
+    batch = next(progress.batches, None)
+    while batch is None:
+        progress.epoch_start, progress.epoch_batches = run.order.get_state(), 0
+        progress.batches = iter(run.train_loader)
+        batch = next(progress.batches, None)
+    progress.epoch_batches += 1
+    return to_device(batch, run.device)
+
+
+def train_step(run: Run, progress: Progress, batch: dict[str, torch.Tensor],
+               outcome: Outcome) -> tuple[int, int] | None:
+    """One optimizer step on ``batch``, counted into ``progress``; returns the step's correct and scored
+    predictions, or None, with the outcome diverged and nothing updated, when the loss is not finite."""
+    t0 = time.perf_counter()
+    with autocast(run.device):
+        logits, labels = run.model(batch)
+    loss = token_loss(logits, labels)
+    if not torch.isfinite(loss):
+        outcome.status = "diverged"
+        outcome.error = f"loss became {loss.item()} at step {progress.step + 1}"
+        outcome.metrics.update(diverged_step=progress.step + 1, last_finite_loss=progress.last_finite_loss)
+        return None
+    loss.backward()
+    if run.budget["grad_clip"] is not None:  # null: no clipping, as most LRA configs
+        torch.nn.utils.clip_grad_norm_(run.model.parameters(), run.budget["grad_clip"])
+    run.optimizer.step()
+    run.scheduler.step()
+    run.optimizer.zero_grad(set_to_none=True)
+    synchronize(run.device)
+    progress.step_times.append(time.perf_counter() - t0)
+    check_memory_cap(run.cap, run.memory)
+    progress.step += 1
+    progress.last_finite_loss = loss.item()
+    progress.tokens += real_tokens(batch)
+    c, n = correct_and_count(logits.detach(), labels)
+    progress.correct, progress.scored = progress.correct + c, progress.scored + n
+    return c, n
+
+
+def report_step(run: Run, progress: Progress, bar: tqdm, correct: int, scored: int) -> None:
+    """The step's loss, accuracy and learning rate to the logger; the running figures on the bar."""
+    bar.update(1)
+    logger.current().log({"train/loss": progress.last_finite_loss, "train/accuracy": correct / max(1, scored),
+                          "train/lr": run.scheduler.get_last_lr()[0]}, step=progress.step)
+    bar.set_postfix(loss=f"{progress.last_finite_loss:.3f}", acc=f"{progress.correct / max(1, progress.scored):.3f}",
+                    tok_s=f"{progress.tokens / sum(progress.step_times):,.0f}", refresh=False)
+
+
+def validate(run: Run, progress: Progress, bar: tqdm) -> bool:
+    """Validation accuracy at this step, keeping the weights of the best; True once it reaches
+    budget.target_val_accuracy (solved: Zoology stops here too)."""
+    val = evaluate(run.model, run.eval_loader["val"], run.device, run.budget["eval_batches"])
+    logger.current().log({"val/accuracy": val}, step=progress.step)
+    progress.val_curve.append([progress.step, val])
+    if val > progress.best_val:
+        progress.best_val, progress.best_step = val, progress.step
+        progress.best_state = copy.deepcopy({k: v.detach().cpu() for k, v in run.model.state_dict().items()})
+    bar.write(f"step {progress.step}: val acc {val:.4f} (best {progress.best_val:.4f} at step {progress.best_step})")
+    if run.target is not None and val >= run.target:
+        bar.write(f"step {progress.step}: val acc reached budget.target_val_accuracy={run.target}; stopping")
+        return True
+    return False
+
+
+def finish(run: Run, progress: Progress, outcome: Outcome, data: TaskData) -> None:
+    """The run's metrics; an ok run is tested with the weights of its best validation step."""
     if outcome.status == "ok":
-        model.load_state_dict(best_state)
+        run.model.load_state_dict(progress.best_state)
         outcome.metrics.update(
-            test_accuracy=evaluate(model, eval_loader["test"], device),
-            val_accuracy=best_val,
-            best_step=best_step,
+            test_accuracy=evaluate(run.model, run.eval_loader["test"], run.device),
+            val_accuracy=progress.best_val,
+            best_step=progress.best_step,
         )
     outcome.metrics.update(
         baseline_accuracy=data.baseline,
         baseline_name=data.info.baseline_name,
-        train_accuracy=correct / max(1, scored),
-        final_train_loss=last_finite_loss,
-        steps=step,
-        train_tokens=tokens,
-        train_tokens_per_s=tokens / sum(step_times) if step_times else None,
-        median_step_time_s=statistics.median(step_times) if step_times else None,
-        stopped_early=step < total_steps and outcome.status == "ok",
-        peak_memory_bytes=memory.stop(),
-        peak_memory_source=memory.source,
-        val_curve=val_curve,
-        param_count=param_count,
-        cpu_threads=torch.get_num_threads() if device.type == "cpu" else None,
-        train_wall_time_s=time.perf_counter() - started,
+        train_accuracy=progress.correct / max(1, progress.scored),
+        final_train_loss=progress.last_finite_loss,
+        steps=progress.step,
+        train_tokens=progress.tokens,
+        train_tokens_per_s=progress.tokens / sum(progress.step_times) if progress.step_times else None,
+        median_step_time_s=statistics.median(progress.step_times) if progress.step_times else None,
+        stopped_early=progress.step < run.total_steps and outcome.status == "ok",
+        peak_memory_bytes=run.memory.stop(),
+        peak_memory_source=run.memory.source,
+        val_curve=progress.val_curve,
+        param_count=run.param_count,
+        cpu_threads=torch.get_num_threads() if run.device.type == "cpu" else None,
+        train_wall_time_s=time.perf_counter() - progress.started,
     )
-    return outcome, model
 
 
 def task_config(config: Mapping) -> dict:
