@@ -46,6 +46,52 @@ def _causal_mask(scores, BT: tl.constexpr, REVERSE: tl.constexpr):
     return tl.where(keep, scores, 0.0)
 
 
+@triton.jit
+def _load_tile(ptr, rows, cols, stride, mask_rows, mask_cols):
+    """The (rows, cols) tile of a row-major matrix of ``stride`` columns at ``ptr``; zeros where a
+    row or column is masked off."""
+    return tl.load(
+        ptr + rows[:, None] * stride + cols[None, :], mask=mask_rows[:, None] & mask_cols[None, :], other=0.0
+    )
+
+
+@triton.jit
+def _store_tile(ptr, rows, cols, stride, mask_rows, mask_cols, tile):
+    """Write ``tile`` at the (rows, cols) tile of a row-major matrix of ``stride`` columns, where unmasked."""
+    tl.store(ptr + rows[:, None] * stride + cols[None, :], tile, mask=mask_rows[:, None] & mask_cols[None, :])
+
+
+@triton.jit
+def _chunk_program(N, CAUSAL: tl.constexpr, BT: tl.constexpr, BX: tl.constexpr):
+    """What a program of the attend kernels works on: its batch x head ``bh``, the row of the state
+    it reads in the (BH, S) states (S = the chunks when causal, else 1), its chunk's rows, its tile
+    of the second grid axis (BX wide), and which of its rows exist."""
+    chunk, tile, bh = tl.program_id(0), tl.program_id(1), tl.program_id(2).to(tl.int64)
+    num_states = tl.num_programs(0) if CAUSAL else 1
+    state_index = chunk if CAUSAL else 0
+    offs_t = chunk * BT + tl.arange(0, BT)
+    offs_x = tile * BX + tl.arange(0, BX)
+    return bh, bh * num_states + state_index, offs_t, offs_x, offs_t < N
+
+
+@triton.jit
+def _reduce_tile(acc, scores, x_ptr, y_ptr, state_tile, state_mask, offs_t, offs_c, mask_t, mask_c, C,
+                 CAUSAL: tl.constexpr, OPERAND_DTYPE: tl.constexpr, DOT_DTYPE: tl.constexpr,
+                 DOT_PRECISION: tl.constexpr):
+    """One tile ``offs_c`` of the reduced columns of two (N, C) matrices x and y: acc += x @ state
+    (the tile at ``state_tile``) and, when causal, scores += x y^T over the chunk's rows. x and y
+    share one tile of offsets. Returns (acc, scores, the x tile)."""
+    rows_c = offs_t[:, None] * C + offs_c[None, :]
+    mask_rows_c = mask_t[:, None] & mask_c[None, :]
+    x = tl.load(x_ptr + rows_c, mask=mask_rows_c, other=0.0)
+    state = tl.load(state_tile, mask=state_mask, other=0.0)
+    acc += _dot(x, state, OPERAND_DTYPE, DOT_DTYPE, DOT_PRECISION)
+    if CAUSAL:
+        y = tl.load(y_ptr + rows_c, mask=mask_rows_c, other=0.0)
+        scores += _dot(x, tl.trans(y), OPERAND_DTYPE, DOT_DTYPE, DOT_PRECISION)
+    return acc, scores, x
+
+
 @triton.jit(do_not_specialize=["N", "NUM_CHUNKS"])
 def chunk_states_kernel(
     key_ptr,  # (BH, N, F)
@@ -94,12 +140,8 @@ def chunk_states_kernel(
             tl.store(key_sum_ptr + chunk * F + offs_f, key_sum, mask=mask_key_sum)
         offs_t = chunk * BT + tl.arange(0, BT)
         mask_t = offs_t < N
-        keys = tl.load(
-            key_ptr + offs_t[:, None] * F + offs_f[None, :], mask=mask_t[:, None] & mask_f[None, :], other=0.0
-        )
-        values = tl.load(
-            value_ptr + offs_t[:, None] * E + offs_e[None, :], mask=mask_t[:, None] & mask_e[None, :], other=0.0
-        )
+        keys = _load_tile(key_ptr, offs_t, offs_f, F, mask_t, mask_f)
+        values = _load_tile(value_ptr, offs_t, offs_e, E, mask_t, mask_e)
         state += _dot(tl.trans(keys), values, OPERAND_DTYPE, DOT_DTYPE, DOT_PRECISION)
         keys = keys.to(tl.float32)
         if WEIGHTED:
@@ -133,16 +175,12 @@ def attend_over_features_kernel(
     DOT_DTYPE: tl.constexpr,
     DOT_PRECISION: tl.constexpr,
 ):
-    chunk, pid_e, bh = tl.program_id(0), tl.program_id(1), tl.program_id(2).to(tl.int64)
-    num_states = tl.num_programs(0) if CAUSAL else 1
-    state_index = chunk if CAUSAL else 0
-    offs_t = chunk * BT + tl.arange(0, BT)
-    offs_e = pid_e * BE + tl.arange(0, BE)
-    mask_t, mask_e = offs_t < N, offs_e < E
+    bh, state_row, offs_t, offs_e, mask_t = _chunk_program(N, CAUSAL, BT, BE)
+    mask_e = offs_e < E
     query_ptr += bh * N * F
     key_ptr += bh * N * F
-    state_ptr += (bh * num_states + state_index) * F * E
-    key_sum_ptr += (bh * num_states + state_index) * F
+    state_ptr += state_row * F * E
+    key_sum_ptr += state_row * F
 
     acc = tl.zeros((BT, BE), dtype=tl.float32)
     scores = tl.zeros((BT, BT), dtype=tl.float32)
@@ -150,36 +188,25 @@ def attend_over_features_kernel(
     for f0 in range(0, F, BF):
         offs_f = f0 + tl.arange(0, BF)
         mask_f = offs_f < F
-        rows_f = offs_t[:, None] * F + offs_f[None, :]
-        mask_rows_f = mask_t[:, None] & mask_f[None, :]
-        query = tl.load(query_ptr + rows_f, mask=mask_rows_f, other=0.0)
-        state = tl.load(
-            state_ptr + offs_f[:, None] * E + offs_e[None, :], mask=mask_f[:, None] & mask_e[None, :], other=0.0
+        state_tile = state_ptr + offs_f[:, None] * E + offs_e[None, :]
+        acc, scores, query = _reduce_tile(
+            acc, scores, query_ptr, key_ptr, state_tile, mask_f[:, None] & mask_e[None, :], offs_t, offs_f, mask_t,
+            mask_f, F, CAUSAL, OPERAND_DTYPE, DOT_DTYPE, DOT_PRECISION,
         )
-        acc += _dot(query, state, OPERAND_DTYPE, DOT_DTYPE, DOT_PRECISION)
-        if CAUSAL:
-            key = tl.load(key_ptr + rows_f, mask=mask_rows_f, other=0.0)
-            scores += _dot(query, tl.trans(key), OPERAND_DTYPE, DOT_DTYPE, DOT_PRECISION)
         if NORMALIZE:
             key_sum = tl.load(key_sum_ptr + offs_f, mask=mask_f, other=0.0)
             denominator += tl.sum(query.to(tl.float32) * key_sum[None, :], axis=1)
     if CAUSAL:
         scores = _causal_mask(scores, BT, REVERSE)
-        value = tl.load(
-            value_ptr + bh * N * E + offs_t[:, None] * E + offs_e[None, :],
-            mask=mask_t[:, None] & mask_e[None, :],
-            other=0.0,
-        )
+        value = _load_tile(value_ptr + bh * N * E, offs_t, offs_e, E, mask_t, mask_e)
         acc += _dot(scores, value, OPERAND_DTYPE, DOT_DTYPE, DOT_PRECISION)
         if NORMALIZE:
             denominator += tl.sum(scores, axis=1)
     if NORMALIZE:
         denominator += tl.load(eps_ptr + bh * N + offs_t, mask=mask_t, other=1.0)
         acc = acc / denominator[:, None]
-        tl.store(denominator_ptr + bh * N + offs_t, denominator, mask=mask_t & (pid_e + 0 * offs_t == 0))
-    tl.store(
-        out_ptr + bh * N * E + offs_t[:, None] * E + offs_e[None, :], acc, mask=mask_t[:, None] & mask_e[None, :]
-    )
+        tl.store(denominator_ptr + bh * N + offs_t, denominator, mask=mask_t & (tl.program_id(1) + 0 * offs_t == 0))
+    _store_tile(out_ptr + bh * N * E, offs_t, offs_e, E, mask_t, mask_e, acc)
 
 
 @triton.jit(do_not_specialize=["N"])
@@ -204,33 +231,24 @@ def attend_over_values_kernel(
     DOT_DTYPE: tl.constexpr,
     DOT_PRECISION: tl.constexpr,
 ):
-    chunk, pid_f, bh = tl.program_id(0), tl.program_id(1), tl.program_id(2).to(tl.int64)
-    num_states = tl.num_programs(0) if CAUSAL else 1
-    state_index = chunk if CAUSAL else 0
-    offs_t = chunk * BT + tl.arange(0, BT)
-    offs_f = pid_f * BF + tl.arange(0, BF)
-    mask_t, mask_f = offs_t < N, offs_f < F
+    bh, state_row, offs_t, offs_f, mask_t = _chunk_program(N, CAUSAL, BT, BF)
+    mask_f = offs_f < F
     a_ptr += bh * N * E
     b_ptr += bh * N * E
-    state_ptr += (bh * num_states + state_index) * F * E
+    state_ptr += state_row * F * E
 
     acc = tl.zeros((BT, BF), dtype=tl.float32)
     scores = tl.zeros((BT, BT), dtype=tl.float32)
     for e0 in range(0, E, BE):
         offs_e = e0 + tl.arange(0, BE)
         mask_e = offs_e < E
-        rows_e = offs_t[:, None] * E + offs_e[None, :]
-        mask_rows_e = mask_t[:, None] & mask_e[None, :]
-        a = tl.load(a_ptr + rows_e, mask=mask_rows_e, other=0.0)
-        state_t = tl.load(
-            state_ptr + offs_f[None, :] * E + offs_e[:, None], mask=mask_e[:, None] & mask_f[None, :], other=0.0
+        state_tile = state_ptr + offs_f[None, :] * E + offs_e[:, None]  # transposed: (E tile, F tile)
+        acc, scores, _ = _reduce_tile(
+            acc, scores, a_ptr, b_ptr, state_tile, mask_e[:, None] & mask_f[None, :], offs_t, offs_e, mask_t,
+            mask_e, E, CAUSAL, OPERAND_DTYPE, DOT_DTYPE, DOT_PRECISION,
         )
-        acc += _dot(a, state_t, OPERAND_DTYPE, DOT_DTYPE, DOT_PRECISION)
-        if CAUSAL:
-            b = tl.load(b_ptr + rows_e, mask=mask_rows_e, other=0.0)
-            scores += _dot(a, tl.trans(b), OPERAND_DTYPE, DOT_DTYPE, DOT_PRECISION)
     weight = tl.load(weight_ptr + bh * N + offs_t, mask=mask_t, other=0.0)
-    key_sum = tl.load(key_sum_ptr + (bh * num_states + state_index) * F + offs_f, mask=mask_f, other=0.0)
+    key_sum = tl.load(key_sum_ptr + state_row * F + offs_f, mask=mask_f, other=0.0)
     if WEIGHT_ON_A:
         acc += weight[:, None] * key_sum[None, :]
     else:
@@ -241,12 +259,6 @@ def attend_over_values_kernel(
         else:
             scores += weight[None, :]
         scores = _causal_mask(scores, BT, REVERSE)
-        c = tl.load(
-            c_ptr + bh * N * F + offs_t[:, None] * F + offs_f[None, :],
-            mask=mask_t[:, None] & mask_f[None, :],
-            other=0.0,
-        )
+        c = _load_tile(c_ptr + bh * N * F, offs_t, offs_f, F, mask_t, mask_f)
         acc += _dot(scores, c, OPERAND_DTYPE, DOT_DTYPE, DOT_PRECISION)
-    tl.store(
-        out_ptr + bh * N * F + offs_t[:, None] * F + offs_f[None, :], acc, mask=mask_t[:, None] & mask_f[None, :]
-    )
+    _store_tile(out_ptr + bh * N * F, offs_t, offs_f, F, mask_t, mask_f, acc)
