@@ -6,6 +6,8 @@ read as a number, ``true`` is no count, 1.5 is no seed. Defaults live in conf/*.
 declares types and ranges, and which keys may be absent (``NotRequired``: records written before a
 key existed, read with ``.get`` by the code). Each mistake is one line naming the key and the value.
 
+This module holds what every run reads and the rules and blocks the modes share; each mode's own
+keys and grids are checked by its schema, ``Run`` in suite/modes/<mode>/config.py (``run_schema``).
 Not checked here: a method's options (``methods/`` own them, checked when the method is built) and
 a task's own options (``tasks/`` check theirs when loading); only the task keys the harness reads.
 """
@@ -21,16 +23,13 @@ from typing_extensions import NotRequired, TypedDict, is_typeddict
 
 from suite import modes
 from suite.errors import ConfigError
-from suite.hardware import DTYPES
 from suite.logger import LOGGERS
-from suite.modes.kernel.implementations import PEERS
 
 DEVICES = ("auto", "cpu", "cuda")
 PROTOCOLS = ("single", "lr_sweep")
 BACKBONES = ("encoder", "decoder")
 MIXERS = ("attention", "conv")  # a trunk layer: the method under test, or a short causal convolution
 POSITIONS = ("learned", "none")
-KERNEL_IMPLS = ("naive", "chunk", "triton", "sdpa")
 CLOSED = ConfigDict(extra="forbid")  # a key the harness does not read is a typo
 OPEN = ConfigDict(extra="allow")  # the rest of the block belongs to someone else (a task, a mode)
 
@@ -95,17 +94,18 @@ def listed(words: str, choices: tuple[str, ...], empty: bool = False) -> Any:
                      rule(f"be a {'' if empty else 'non-empty '}list {words} {', '.join(choices)}")]
 
 
-_Count = Annotated[int, Strict(), Field(gt=0)]
-_Number = Annotated[float, Strict(), Field(allow_inf_nan=False)]  # strict: ints pass, bools and strings do not
+# Bare: checked, but saying nothing of their own; the rule around them says what they must be.
+BareCount = Annotated[int, Strict(), Field(gt=0)]
+BareNumber = Annotated[float, Strict(), Field(allow_inf_nan=False)]  # strict: ints pass, bools and strings do not
 Integer = Annotated[int, Strict(), rule("be an integer")]
 Bool = Annotated[bool, Strict(), rule("be true or false")]
-Count = Annotated[_Count, rule("be a positive integer")]
-CountOrNull = Annotated[_Count | None, rule("be a positive integer or null")]
+Count = Annotated[BareCount, rule("be a positive integer")]
+CountOrNull = Annotated[BareCount | None, rule("be a positive integer or null")]
 CountOrZero = Annotated[int, Strict(), Field(ge=0), rule("be an integer >= 0")]
-Counts = Annotated[list[_Count], Field(min_length=1), rule("be a non-empty list of positive integers")]
-Positive = Annotated[_Number, Field(gt=0), rule("be a finite number > 0")]
-PositiveOrNull = Annotated[Annotated[_Number, Field(gt=0)] | None, rule("be a finite number > 0 or null")]
-NonNegative = Annotated[_Number, Field(ge=0), rule("be a finite number >= 0")]
+Counts = Annotated[list[BareCount], Field(min_length=1), rule("be a non-empty list of positive integers")]
+Positive = Annotated[BareNumber, Field(gt=0), rule("be a finite number > 0")]
+PositiveOrNull = Annotated[Annotated[BareNumber, Field(gt=0)] | None, rule("be a finite number > 0 or null")]
+NonNegative = Annotated[BareNumber, Field(ge=0), rule("be a finite number >= 0")]
 _Folder = Annotated[str, Strict(), Field(pattern=r"\S")]  # not empty, not blank
 Name = Annotated[str, Strict(), Field(min_length=1), rule("be a name")]
 
@@ -143,7 +143,7 @@ class Budget(TypedDict):
     num_val: CountOrNull
     num_test: CountOrNull
     checkpoint_every: NotRequired[CountOrNull]
-    target_val_accuracy: NotRequired[Annotated[Annotated[_Number, Field(gt=0, le=1)] | None,
+    target_val_accuracy: NotRequired[Annotated[Annotated[BareNumber, Field(gt=0, le=1)] | None,
                                                rule("be a number in (0, 1] or null")]]
 
 
@@ -162,12 +162,12 @@ class _Model(TypedDict):
     num_layers: Count
     num_heads: Count
     d_ff: Count
-    dropout: Annotated[_Number, Field(ge=0, lt=1), rule("be a number in [0, 1)")]
+    dropout: Annotated[BareNumber, Field(ge=0, lt=1), rule("be a number in [0, 1)")]
     mixers: NotRequired[listed("of", MIXERS)]
     position: NotRequired[choice(POSITIONS)]
     mlp: NotRequired[Bool]
     conv_kernel: NotRequired[Count]
-    qkv_conv: NotRequired[Annotated[_Count | None, rule("be a positive integer (a kernel size) or null")]]
+    qkv_conv: NotRequired[Annotated[BareCount | None, rule("be a positive integer (a kernel size) or null")]]
 
 
 Model = Annotated[_Model, AfterValidator(heads_divide_width)]
@@ -188,7 +188,7 @@ def distinct(values: list) -> list:
 @with_config(CLOSED)
 class _Protocol(TypedDict):
     name: Annotated[str, one_of("protocol", PROTOCOLS, "valid protocols")]
-    lrs: NotRequired[Annotated[list[Annotated[_Number, Field(gt=0)]], Field(min_length=1),
+    lrs: NotRequired[Annotated[list[Annotated[BareNumber, Field(gt=0)]], Field(min_length=1),
                                rule("be a non-empty list of positive numbers")]]
     seeds: NotRequired[Annotated[list[Annotated[int, Strict()]], Field(min_length=1), AfterValidator(distinct),
                                  rule("be a non-empty list of distinct integers")]]
@@ -206,8 +206,8 @@ class Logger(TypedDict):
 
 
 @with_config(OPEN)
-class Mode(TypedDict):
-    """What every mode has; the mode's own keys are checked by its schema in MODE_SCHEMAS."""
+class ModeName(TypedDict):
+    """What every mode has; the mode's own keys are checked by its schema (``run_schema``)."""
     name: Annotated[str, one_of("mode", modes.available, "valid modes")]
 
 
@@ -219,10 +219,19 @@ class BudgetName(TypedDict):
 DataDir = Annotated[_Folder, rule("name a folder (default: $SUITE_DATA_DIR, else ~/.cache/attention-suite)")]
 
 
-# What every run reads. Open at the top: the blocks a mode reads are checked by its schema below
-# (the kernel mode runs from a dict of a few keys, on a GPU host without Hydra), and a preset may keep
-# its own lookup tables there (experiment=zoology_mqar's `zoology`); a misspelled top-level key is
-# refused by Hydra when composing.
+@with_config(OPEN)
+class Training(TypedDict):
+    """The blocks a mode that trains a model reads (train; fidelity, for the model it captures from)."""
+    data_dir: DataDir
+    task: Task
+    budget: Budget
+    model: Model
+
+
+# What every run reads. Open at the top: the blocks a mode reads are checked by its own schema (its
+# config.py's ``Run``; the kernel mode runs from a dict of a few keys, on a GPU host without Hydra),
+# and a preset may keep its own lookup tables there (experiment=zoology_mqar's `zoology`); a
+# misspelled top-level key is refused by Hydra when composing.
 @with_config(OPEN)
 class RunConfig(TypedDict):
     seed: Integer
@@ -233,159 +242,28 @@ class RunConfig(TypedDict):
     force: NotRequired[Bool]
     resume: NotRequired[Bool]
     cpu_threads: NotRequired[CountOrNull]
-    memory_cap_bytes: NotRequired[Annotated[_Count | None, rule("be a positive integer (bytes) or null")]]
+    memory_cap_bytes: NotRequired[Annotated[BareCount | None, rule("be a positive integer (bytes) or null")]]
     method: Method
-    mode: Mode
+    mode: ModeName
     logger: NotRequired[Logger]
     protocol: NotRequired[Protocol]
 
 
-# -- the modes' own keys: one grid per budget name --------------------------------------------------
-
-@with_config(CLOSED)
-class KernelGrid(TypedDict):
-    lengths: Counts
-    batch: Count
-    heads: Count
-    head_dims: Counts
-    value_dim: CountOrNull
-    dtypes: listed("from", tuple(DTYPES))
-    causal: Annotated[list[Annotated[bool, Strict()]], Field(min_length=1), rule("list true and/or false")]
-    impls: listed("from", KERNEL_IMPLS)
-    peers: listed("from", PEERS, empty=True)
-    warmup: Count
-    repeats: Count
-    point_budget_s: Positive
-    time_limit_s: Positive
-    max_length: Annotated[dict[Annotated[str, Strict(), among(KERNEL_IMPLS)], _Count],
-                          rule(f"map implementations ({', '.join(KERNEL_IMPLS)}) to positive lengths")]
-    matmul_size: Count
-    cpu_threads: CountOrNull
-
-
-PartialBudget = with_config(CLOSED)(
-    TypedDict("PartialBudget", typing.get_type_hints(Budget, include_extras=True), total=False))
-
-
-@with_config(OPEN)
-class CaptureTask(TypedDict, total=False):
-    seq_len: Count  # the task checks the rest when the capture model's data loads
-
-
-@with_config(CLOSED)
-class Capture(TypedDict, total=False):
-    task: CaptureTask  # written over the run's task and budget for the softmax model captured from
-    budget: PartialBudget
-
-
-@with_config(CLOSED)
-class Fit(TypedDict):  # captured queries split in halves: methods with parameters to fit (Hedgehog) fit on one
-    steps: CountOrZero  # Adam steps; 0 = no fitting (every method is still measured on the held-out half)
-    lr: Positive
-    queries: Count  # fitting queries drawn per step (of each sequence and head; every key is used)
-
-
-def some_input(grid: dict) -> dict:
-    if not grid["score_stds"] and not grid["captured"]:
-        raise Line("no input source: score_stds is empty and captured is false", located=True)
-    return grid
-
-
-@with_config(CLOSED)
-class _FidelityGrid(TypedDict):
-    d_phi: Counts
-    seq_lens: Counts
-    score_stds: Annotated[list[Annotated[_Number, Field(gt=0)]], rule("be a list of positive numbers (may be empty)")]
-    sequences: Count
-    queries: Count
-    feature_draws: Count
-    captured: Bool
-    capture: NotRequired[Capture]
-    fit: NotRequired[Fit]
-
-
-FidelityGrid = Annotated[_FidelityGrid, AfterValidator(some_input)]
-
-
-@with_config(CLOSED)
-class DecodeGrid(TypedDict):
-    context_lengths: Counts
-    batch_sizes: Counts
-    warmup_steps: CountOrZero
-    timed_steps: Count
-    prefill_repeats: Count
-    dtype: choice(tuple(DTYPES))
-
-
-# -- each mode: its own block, and the blocks of the config it reads --------------------------------
-
-@with_config(CLOSED)
-class _TrainMode(TypedDict):
-    name: str
-
-
-@with_config(OPEN)
-class TrainRun(TypedDict):
-    mode: _TrainMode
-    data_dir: DataDir
-    task: Task
-    budget: Budget
-    model: Model
-
-
-@with_config(CLOSED)
-class _KernelMode(TypedDict):
-    name: str
-    grids: dict[str, KernelGrid]
-
-
-@with_config(OPEN)
-class KernelRun(TypedDict):
-    mode: _KernelMode
-    budget: BudgetName
-
-
-@with_config(CLOSED)
-class _FidelityMode(TypedDict):
-    name: str
-    grids: dict[str, FidelityGrid]
-
-
-@with_config(OPEN)
-class FidelityRun(TypedDict):  # it trains a softmax model on the task to capture q, k, v from
-    mode: _FidelityMode
-    data_dir: DataDir
-    task: Task
-    budget: Budget
-    model: Model
-
-
-@with_config(CLOSED)
-class _DecodeMode(TypedDict):
-    name: str
-    reference: Annotated[str | None, Strict(), rule("name a method or be null")]  # the method registry checks it
-    cpu_threads: CountOrNull
-    grids: dict[str, DecodeGrid]
-
-
-@with_config(OPEN)
-class DecodeRun(TypedDict):
-    mode: _DecodeMode
-    budget: BudgetName
-    model: Model  # its heads and width
-
-
-# A mode missing here (a new package under suite/modes/) has only what every run reads checked.
-MODE_SCHEMAS = {"train": TrainRun, "kernel": KernelRun, "fidelity": FidelityRun, "decode": DecodeRun}
-
-
 # -- the boundary -----------------------------------------------------------------------------------
+
+def run_schema(mode: object) -> type | None:
+    """The schema of the blocks mode ``mode`` reads (its config.py's ``Run``); None for a name no
+    mode has (RunConfig says so)."""
+    if not isinstance(mode, str) or mode not in modes.registry():
+        return None
+    return modes.get(mode).part("config").Run
+
 
 def validate(config: Mapping) -> None:
     """Raise ConfigError, one line per mistake (key and value named), unless ``config`` fits the schema."""
     problems = mistakes(RunConfig, config)
     mode = config.get("mode")
-    schema = MODE_SCHEMAS.get(mode.get("name")) if isinstance(mode, Mapping) else None
+    schema = run_schema(mode.get("name")) if isinstance(mode, Mapping) else None
     if schema is not None:  # the blocks this mode reads (disjoint from RunConfig's but for the name)
         problems += mistakes(schema, config)
         grids, budget = mode.get("grids"), config.get("budget")

@@ -1,5 +1,5 @@
 """Metrics declared once: name, label, unit and which direction is better. Each mode declares its
-own (suite/modes/<mode>/__init__.py); ``declared()`` gathers them.
+own (suite/modes/<mode>/__init__.py), as a table (``metric_table``); ``declared()`` gathers them.
 
 The summary table, the record and the site all read these declarations, so a metric is named and
 formatted the same way everywhere.
@@ -7,16 +7,35 @@ formatted the same way everywhere.
 
 from __future__ import annotations
 
+import typing
 from dataclasses import dataclass
 from typing import Literal
+
+Unit = Literal["fraction", "tokens/s", "s", "bytes", "count", "ratio", "tokens", "flop/s"]
+UNITS = typing.get_args(Unit)
 
 
 @dataclass(frozen=True)
 class Metric:
     name: str  # the key in a record's ``metrics``
     label: str  # column header
-    unit: Literal["fraction", "tokens/s", "s", "bytes", "count", "ratio", "tokens", "flop/s"]
+    unit: Unit
     better: Literal["higher", "lower"] | None
+
+
+def metric_table(text: str) -> tuple[Metric, ...]:
+    """Metrics written as a table, one a line: ``name | label | unit | better``, ``better`` being
+    higher, lower or empty (neither is better). A unit or direction outside these is refused when
+    the mode declaring it is imported."""
+    found = []
+    for line in text.strip().splitlines():
+        cells = [cell.strip() for cell in line.split("|")]
+        if len(cells) != 4 or cells[2] not in UNITS or cells[3] not in ("higher", "lower", ""):
+            raise ValueError(f"a metric is 'name | label | unit | higher, lower or nothing' with a unit among "
+                             f"{', '.join(UNITS)}; got {line.strip()!r}")
+        name, label, unit, better = cells
+        found.append(Metric(name, label, unit, better or None))
+    return tuple(found)
 
 
 def declared(kind: str | None = None) -> dict[str, Metric]:

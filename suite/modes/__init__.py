@@ -1,10 +1,18 @@
 """Modes: what kind of job a run is. Each is one package, ``suite/modes/<name>/``, found the way
-methods are: its ``__init__`` declares ``MODE``, a :class:`Mode` (its job module, its metrics, its
-section of the site); the job module holds ``job(config, device) -> JobResult`` and
-``summary(record) -> str``. Adding a mode is its package plus ``conf/mode/<name>.yaml``: the run's
-dispatch, the record kinds, the metric declarations and the site's sections all come from here.
+methods are: its ``__init__`` declares ``MODE``, a :class:`Mode` (its name, its metrics, its section
+of the site), and the package holds three modules of fixed names:
 
-A mode's ``__init__`` imports nothing heavy (no torch): the site reads these declarations too.
+- ``job.py``: ``job(config, device) -> JobResult`` and ``summary(record) -> str``;
+- ``config.py``: ``Run``, the schema of the config blocks the mode reads (its own keys and grids),
+  which suite/config.py checks beside what every run reads;
+- ``schema.py``: ``Metrics``, the model of its records' ``metrics`` (suite/schema.py builds the
+  record around it), and ``SWEEP`` where the site draws its records as sweeps.
+
+Adding a mode is its package plus ``conf/mode/<name>.yaml``: the run's dispatch, the config check,
+the record kinds and schemas, the metric declarations and the site's sections all come from here.
+What modes share (grid selection, the summary's heading, the text table) is in suite/modes/common.py.
+
+A mode's ``__init__`` and ``schema.py`` import nothing heavy (no torch): the site reads them too.
 """
 
 from __future__ import annotations
@@ -38,7 +46,7 @@ class Mode:
 
     name: str  # also the ``kind`` of its records
     order: int  # its place among the modes (site sections, lists)
-    job: str  # the module holding job() and summary(); imported when a run needs it
+    package: str  # its package (the ``__name__`` of its ``__init__``), holding job, config and schema
     metrics: dict[str, tuple[Metric, ...]] = field(default_factory=dict)  # its tables, by what a row is
     section: Section | None = None
 
@@ -46,8 +54,12 @@ class Mode:
     def kind(self) -> str:
         return self.name
 
+    def part(self, module: str) -> ModuleType:
+        """The package's module ``job``, ``config`` or ``schema``, imported when first needed."""
+        return importlib.import_module(f"{self.package}.{module}")
+
     def job_module(self) -> ModuleType:
-        return importlib.import_module(self.job)
+        return self.part("job")
 
     def all_metrics(self) -> tuple[Metric, ...]:
         """Every metric the mode declares, its tables in order, each once."""

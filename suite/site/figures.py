@@ -5,8 +5,9 @@ crossovers marked, kernel times with their p10-p90 band), fidelity (error agains
 length, the denominator first).
 
 Every value is read from the record's schema (suite/schema.py): a sweep's points and the field it
-sweeps (``SWEEPS``), a fidelity point's statistics over queries (their mean is plotted). What is
-plotted of a kind is what its mode declares (suite/modes/<mode>/); suite/site/charts.py draws it.
+sweeps (its mode's ``SWEEP``), a fidelity point's statistics over queries (their mean is plotted).
+What is plotted of a kind is what its mode declares (suite/modes/<mode>/); suite/site/charts.py
+draws it.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from typing import Any
 
 from suite import scaling
 from suite.metrics import Metric, declared, format_bytes, format_value
-from suite.schema import SWEEPS, Statistics
+from suite.schema import Statistics, sweep_layout
 from suite.site import known
 from suite.site.board import ACCURACY, VERDICTS, Cell, Column, Row, format_lr
 from suite.site.charts import PALETTE, SHAPES, Axis, Layout, chart
@@ -296,7 +297,7 @@ def schema_field(model: Any, name: str, default: Any = None) -> Any:
 
 def sweep_points(run: Run) -> list[SweepPoint]:
     """The run's points, and those of the reference method its record measured beside it."""
-    layout, metrics = SWEEPS[run.kind], run.model.metrics
+    layout, metrics = sweep_layout(run.kind), run.model.metrics
     blocks = [(run.method, schema_field(metrics, "impl") or run.impl, metrics.points)]
     reference = schema_field(metrics, "reference")
     if reference is not None:
@@ -337,7 +338,7 @@ def sweep_figures(runs: list[Run], kind: str, x_label: str) -> list[Figure]:
 def sweep_groups(kind: str, points: list[SweepPoint]) -> list[tuple[str, list[SweepPoint]]]:
     """The points per device (and shape, where points differ in it), each group named: 'cpu',
     'cpu (batch_size=8)'."""
-    shape = SWEEPS[kind].shape
+    shape = sweep_layout(kind).shape
     varying = [i for i, _ in enumerate(shape) if len({p.group[1][i] for p in points}) > 1]
     groups = []
     for group in sorted({p.group for p in points}, key=repr):
@@ -347,7 +348,7 @@ def sweep_groups(kind: str, points: list[SweepPoint]) -> list[tuple[str, list[Sw
 
 
 def _sweep_figure(kind: str, name: str, where: str, points: list[SweepPoint], x_label: str) -> Figure | None:
-    metric, band = metric_for(name), SWEEPS[kind].bands.get(name)
+    metric, band = metric_for(name), sweep_layout(kind).bands.get(name)
     values: dict[tuple[str, str], dict[float, list[tuple]]] = {}
     failed = []
     for p in points:

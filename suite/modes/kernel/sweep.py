@@ -19,7 +19,7 @@ import methods
 from methods.base import MethodError
 from suite.hardware import DTYPES
 from suite.metrics import format_bytes, format_seconds
-from suite.modes.kernel import measure
+from suite.modes.kernel import PHASES, measure
 from suite.modes.kernel.implementations import (
     SDPA,
     Implementation,
@@ -29,7 +29,6 @@ from suite.modes.kernel.implementations import (
 )
 from suite.run import is_out_of_memory
 
-PHASES = ("fwd", "fwdbwd")
 MIN_REPEATS = 3  # fewest timed calls that give a median and a spread
 
 

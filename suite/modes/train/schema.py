@@ -1,0 +1,23 @@
+"""The metrics of a train record: the train mode's declared ones, and how they were measured."""
+
+from typing import Optional
+
+from pydantic import Field, NonNegativeFloat, NonNegativeInt, conlist, create_model
+
+from suite.modes.train import RECORD_METRICS
+from suite.schema import RecordObject, metric_fields
+
+Metrics = create_model(
+    "TrainMetrics", __base__=RecordObject,
+    __doc__="A train run's metrics: the train mode's declared ones, and how they were measured.",
+    **metric_fields(RECORD_METRICS),
+    baseline_name=(Optional[str], Field(None, description="what baseline_accuracy is (chance, majority class)")),
+    peak_memory_source=(Optional[str], Field(None, description=(
+        "cuda_allocator (the CUDA allocator's peak), or on the CPU rss_high_water_mark_above_built_run: the "
+        "peak resident set above the resident set once the model, optimizer and data were built "
+        "(process_peak_rss in records before it: the whole process's peak)"))),
+    steps=(Optional[NonNegativeInt], None),
+    val_curve=(Optional[list[conlist(NonNegativeFloat, min_length=2, max_length=2)]], Field(
+        None, description="[step, validation accuracy] at every evaluation, in order")),
+    best_step=(Optional[NonNegativeInt], None),
+)
