@@ -27,6 +27,7 @@ from methods.base import AttentionMethod, MethodError
 from suite.errors import ConfigError
 from suite.hardware import DTYPES, cpu_threads, synchronize
 from suite.metrics import format_value
+from suite.modes.common import error_lines, heading, select_grid, text_table
 from suite.modes.decode import CROSSOVER_METRICS, POINT_METRICS
 from suite.run import JobResult, Outcome, is_out_of_memory
 from suite.scaling import better_from
@@ -46,7 +47,7 @@ class Grid:
 
 def read_grid(config: Mapping) -> Grid:
     """The grid of ``config['budget']['name']`` (suite.config checks every grid)."""
-    raw = config["mode"]["grids"][config["budget"]["name"]]
+    raw = select_grid(config)
     return Grid(tuple(sorted(set(raw["context_lengths"]))), tuple(sorted(set(raw["batch_sizes"]))),
                 raw["warmup_steps"], raw["timed_steps"], raw["prefill_repeats"], raw["dtype"])
 
@@ -244,26 +245,21 @@ def job(config: Mapping, device: torch.device) -> JobResult:
             "batch_sizes": list(grid.batch_sizes), "heads": heads, "head_dim": head_dim,
             "value_dim": head_dim, "dtype": grid.dtype, "warmup_steps": grid.warmup_steps,
             "timed_steps": grid.timed_steps}
-    return JobResult(kind="decode", outcome=outcome, task=task, resolved=module.resolved_options())
-
-
-def table(rows: list[list[str]]) -> list[str]:
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    return ["  ".join(cell.rjust(w) for cell, w in zip(row, widths)) for row in rows]
+    return JobResult(kind=config["mode"]["name"], outcome=outcome, task=task, resolved=module.resolved_options())
 
 
 def summary(record: Mapping) -> str:
     """Per point: the method's prefill, per-token latency, tokens/s and state bytes beside the
     reference's latency and state; then the crossover context lengths."""
     m, task = record["metrics"], record["task"]
-    head = (f"decode {record['method']['name']} ({m.get('impl')}; {task['heads']} heads of dim "
-            f"{task['head_dim']}, {task['dtype']}; {record['config']['budget']['name']} budget, "
-            f"{record['env']['device']}): {record['status']}")
+    lines = heading(record, f"decode {record['method']['name']}",
+                    f"{m.get('impl')}; {task['heads']} heads of dim {task['head_dim']}, {task['dtype']}")
     reference = m.get("reference")
     columns = [metric for metric in POINT_METRICS if any(metric.name in p for p in m["points"])]
     compared = [metric for metric in POINT_METRICS if metric.name in ("decode_latency_median_s", "state_bytes")]
-    rows = [[c.label for c in columns] + ([f"{reference['method']} {c.label}" for c in compared] if reference else [])]
+    header = [c.label for c in columns] + ([f"{reference['method']} {c.label}" for c in compared] if reference else [])
     theirs = {(p["batch_size"], p["context_length"]): p for p in (reference or {}).get("points", [])}
+    rows = []
     for point in m["points"]:
         row = [format_value(c, point.get(c.name))
                if point["status"] == "ok" or c.name in ("context_length", "batch_size")
@@ -273,11 +269,9 @@ def summary(record: Mapping) -> str:
             row += [format_value(c, other.get(c.name)) if other["status"] == "ok" else other["status"]
                     for c in compared]
         rows.append(row)
-    lines = [head, "-" * len(head), *table(rows)]
+    lines += text_table(header, rows, right=True)
     for entry in m.get("crossovers", []):
         lines.append(f"batch {entry['batch_size']} against {reference['method']}: " + "; ".join(
             f"{metric.label} {format_value(metric, entry[metric.name]) if entry[metric.name] else 'none in this grid'}"
             for metric in CROSSOVER_METRICS))
-    if record["error"]:
-        lines.append(f"error: {record['error']}")
-    return "\n".join(lines)
+    return "\n".join(lines + error_lines(record))

@@ -29,6 +29,7 @@ from tqdm.auto import tqdm
 import methods
 from suite.errors import ConfigError
 from suite.metrics import format_value
+from suite.modes.common import error_lines, heading, select_grid, text_table
 from suite.modes.fidelity import POINT_METRICS
 from suite.modes.fidelity import capture as fidelity_capture
 from suite.modes.fidelity.fit import fit_to_softmax, split_queries
@@ -42,11 +43,6 @@ REFERENCE = methods.REFERENCE  # the exact method: measured too, its errors are 
 
 
 # -- the grid ---------------------------------------------------------------------------------------
-
-def select_grid(config: Mapping) -> dict:
-    """The mode's grid for the budget's name (suite.config checks every grid)."""
-    return dict(config["mode"]["grids"][config["budget"]["name"]])
-
 
 def feature_variants(method: Mapping, grid: Mapping) -> list[dict]:
     """Option overrides, one per feature map to measure, as the method declares them for the grid's
@@ -251,7 +247,7 @@ def job(config: Mapping, device: torch.device) -> JobResult:
             "capture_model": capture}
     metrics = {"points": points, "denominator_error_slopes": slopes(points), "skipped": skipped,
                "causal": False, "note": methods.get(method["name"]).fidelity_note}
-    return JobResult(kind="fidelity", outcome=Outcome(metrics=metrics), task=task,
+    return JobResult(kind=config["mode"]["name"], outcome=Outcome(metrics=metrics), task=task,
                      resolved={"variants": resolved})
 
 
@@ -260,11 +256,9 @@ def job(config: Mapping, device: torch.device) -> JobResult:
 def summary(record: Mapping) -> str:
     """The table, the denominator's columns first, then the decomposition and the method's note."""
     m = record["metrics"]
-    head = (f"{record['method']['name']}: fidelity to exact softmax attention "
-            f"({record['config']['budget']['name']} budget, {record['env']['device']}): {record['status']}")
-    lines = [head, "-" * len(head)]
+    lines = heading(record, f"{record['method']['name']}: fidelity to exact softmax attention")
     if record["error"]:
-        return "\n".join(lines + [f"error: {record['error']}"])
+        return "\n".join(lines + error_lines(record))
     lines.append("non-causal: every query sees all N keys; errors are mean (p95) over queries, relative "
                  "to exact float64 attention")
     lines += table(m["points"])
@@ -301,9 +295,7 @@ def table(points: list[dict]) -> list[str]:
         flags = [f"{p[key]} {key.split('_')[0]}" for key in ("overflow_queries", "underflow_queries") if p[key]]
         cells.append(", ".join(flags) or "-")
         rows.append(cells)
-    widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
-    render = lambda row: "  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip()  # noqa: E731
-    return [render(header), render(["-" * w for w in widths]), *map(render, rows)]
+    return text_table(header, rows)
 
 
 def fit_lines(points: list[dict]) -> list[str]:

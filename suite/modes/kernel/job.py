@@ -14,14 +14,12 @@ from collections.abc import Mapping
 import torch
 
 from suite.hardware import cpu_threads, high_water_mark_usable
+from suite.modes.common import error_lines, heading, select_grid
 from suite.modes.kernel import report
 from suite.modes.kernel.sweep import run_sweep
 from suite.run import JobResult, Outcome
 
 TASK_NAME = "attention_op"
-def select_grid(config: Mapping) -> dict:
-    """The mode's grid for the budget's name (suite.config checks every grid)."""
-    return dict(config["mode"]["grids"][config["budget"]["name"]])
 
 
 def load_average() -> list[float] | None:
@@ -72,22 +70,18 @@ def job(config: Mapping, device: torch.device) -> JobResult:
     task = {"name": TASK_NAME, "seq_len": max(grid["lengths"]), "lengths": grid["lengths"], "batch": grid["batch"],
             "heads": grid["heads"], "head_dims": grid["head_dims"], "value_dim": grid["value_dim"],
             "dtypes": grid["dtypes"], "causal": grid["causal"]}
-    return JobResult(kind="kernel", outcome=Outcome(status=status, error=error, metrics=metrics), task=task,
-                     resolved=sweep.resolved)
+    return JobResult(kind=config["mode"]["name"], outcome=Outcome(status=status, error=error, metrics=metrics),
+                     task=task, resolved=sweep.resolved)
 
 
 def summary(record: Mapping) -> str:
     """The closing table: per implementation series, time, memory, slope, crossover, matmul share."""
     m = record["metrics"]
-    head = (f"{record['method']['name']} attention op ({record['config']['budget']['name']} budget, "
-            f"{record['env']['device_name']}): {record['status']}")
-    lines = [head, "-" * len(head)]
+    lines = heading(record, f"{record['method']['name']} attention op", device=record["env"]["device_name"])
     for dtype, rate in m["matmul_reference"].items():
         measured = ", ".join(f"{r / 1e9:,.1f}" for r in rate["measured_flops_per_s"])
         lines.append(f"matmul {rate['size']}^3 {dtype}: {rate['flops_per_s'] / 1e9:,.1f} GFLOP/s, the best of "
                      f"{measured} before and after the points (the base of 'of matmul')")
     lines.append(f"load average before/after: {m['load_average_before']} / {m['load_average_after']}")
     lines.append(report.table(m["summary"]))
-    if record["error"]:
-        lines.append(f"error: {record['error']}")
-    return "\n".join(lines)
+    return "\n".join(lines + error_lines(record))

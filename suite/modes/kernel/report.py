@@ -7,7 +7,8 @@ from collections.abc import Mapping, Sequence
 
 from suite import scaling
 from suite.metrics import Metric, format_seconds, format_value
-from suite.modes.kernel import SERIES_METRICS
+from suite.modes.common import text_table
+from suite.modes.kernel import PHASES, SERIES_METRICS
 from suite.modes.kernel.implementations import SDPA
 
 SHAPE_KEY = ("causal", "dtype", "head_dim", "value_dim", "batch", "heads")
@@ -47,7 +48,7 @@ def summarize(points: Sequence[Mapping]) -> list[dict]:
                      "fwdbwd_flops_per_s", "fwdbwd_matmul_fraction", "fwd_matmul_fraction"):
             row[name] = longest[name]
         lengths = list(ok)
-        for phase in ("fwd", "fwdbwd"):
+        for phase in PHASES:
             times = [ok[n][f"{phase}_median_s"] for n in lengths]
             row[f"slope_{phase}"] = scaling.loglog_slope(lengths, times)
             row[f"slope_{phase}_2k_8k"] = scaling.slope_between(lengths, times, *GOAL_RANGE)
@@ -65,7 +66,7 @@ def _against_reference(row: Mapping, ok: Mapping[int, Mapping], groups: Mapping[
                       if members[0]["impl"] == SDPA and [members[0][k] for k in SHAPE_KEY] == shape), {})
     common = [n for n in ok if n in reference]
     found = {}
-    for phase in ("fwd", "fwdbwd"):
+    for phase in PHASES:
         times = [ok[n][f"{phase}_median_s"] for n in common]
         reference_times = [reference[n][f"{phase}_median_s"] for n in common]
         cross = scaling.crossover(common, times, reference_times)
@@ -98,7 +99,8 @@ def cell(metric: Metric, row: Mapping) -> str:
 
 
 def table(rows: Sequence[Mapping]) -> str:
-    """The summary rows as a fixed-width text table, one line per series."""
+    """The summary rows as a fixed-width text table, one line per series; a series with no
+    measured length has its four identifying cells, then why."""
     header = ["impl", "mask", "dtype", "D", *(m.label for m in SERIES_METRICS)]
     lines = []
     for row in rows:
@@ -107,11 +109,4 @@ def table(rows: Sequence[Mapping]) -> str:
             lines.append(ident + [f"({', '.join(row['statuses'])}: {row.get('reason') or ''})"])
             continue
         lines.append(ident + [cell(m, row) for m in SERIES_METRICS])
-    # A skipped series has its four identifying cells, then the reason in one free-running cell.
-    widths = [max(len(header[i]), *(len(line[i]) for line in lines if i < 4 or len(line) == len(header)))
-              for i in range(len(header))]
-    fmt = lambda cells: "  ".join(c.ljust(w) for c, w in zip(cells, widths)).rstrip()  # noqa: E731
-    out = [fmt(header), fmt(["-" * w for w in widths])]
-    for line in lines:
-        out.append(fmt(line) if len(line) == len(header) else fmt(line[:4]) + "  " + line[4])
-    return "\n".join(out)
+    return "\n".join(text_table(header, lines))
