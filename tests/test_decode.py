@@ -185,7 +185,7 @@ def points(**latencies) -> list[dict]:
     (dict(c1=1, c2=1, c3=None), dict(c1=2, c2=2, c3=2), None),  # ours did
 ])
 def test_crossover_is_the_context_from_which_on_the_method_wins(ours, theirs, expected):
-    assert decode.crossover(points(**ours), points(**theirs), 1, "decode_latency_median_s") == expected
+    assert decode.beats_from(points(**ours), points(**theirs), 1, "decode_latency_median_s") == expected
 
 
 # -- mode=decode end to end --------------------------------------------------------------------------

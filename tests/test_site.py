@@ -21,7 +21,7 @@ from suite.site import SiteError, build_site, pages, reference
 from suite.site.__main__ import main
 from suite.site.board import LRA_TASKS, board_rows
 from suite.site.charts import validate
-from suite.site.figures import crossover, fidelity_figures, pareto_front, sweep_figures
+from suite.site.figures import curve_crossover, fidelity_figures, pareto_front, sweep_figures
 from suite.site.render import BUNDLE
 from suite.site.runs import load_runs, reproduce_command
 
@@ -233,9 +233,10 @@ def test_pareto_front_follows_each_metrics_direction():
 def test_crossover_of_power_laws_is_where_they_meet():
     quadratic = {n: 1e-9 * n * n for n in KERNEL_NS}
     linear = {n: 1e-6 * n for n in KERNEL_NS}
-    assert crossover(quadratic, linear, "lower") == pytest.approx(1000.0)
-    assert crossover(linear, quadratic, "lower") is None  # never better at the longest length
-    assert crossover(quadratic, {n: 1e-12 for n in KERNEL_NS}, "lower") is None  # better everywhere
+    found = curve_crossover(quadratic, linear, "lower")
+    assert found["where"] == "within_grid" and found["length"] == pytest.approx(1000.0)
+    assert curve_crossover(linear, quadratic, "lower")["where"] == "beyond_grid"  # never better at the longest length
+    assert curve_crossover(quadratic, {n: 1e-12 for n in KERNEL_NS}, "lower")["where"] == "below_grid"  # everywhere
 
 
 def spec_text(figure) -> str:
@@ -397,13 +398,11 @@ def test_reference_numbers_match_lra_table_1():
 
 
 def test_a_plots_crossover_marker_is_where_the_method_stays_better_for_good():
-    from suite.site.figures import crossover
-
     reference = {1024: 1.0, 2048: 2.0, 4096: 4.0}  # seconds (lower is better)
     other = {1024: 4.0, 2048: 3.0, 4096: 2.0}
     fraction = math.log(1.5) / (math.log(1.5) - math.log(0.5))  # where the log ratio crosses 0
-    assert crossover(reference, other, "lower") == pytest.approx(2048 * 2**fraction)
     inverse = {x: 1 / v for x, v in reference.items()}, {x: 1 / v for x, v in other.items()}  # a rate
-    assert crossover(*inverse, "higher") == pytest.approx(2048 * 2**fraction)
-    assert crossover(reference, {x: v / 2 for x, v in reference.items()}, "lower") is None  # better everywhere
-    assert crossover(reference, {x: v * 2 for x, v in reference.items()}, "lower") is None  # never better
+    for found in (curve_crossover(reference, other, "lower"), curve_crossover(*inverse, "higher")):
+        assert found["where"] == "within_grid" and found["length"] == pytest.approx(2048 * 2**fraction)
+    assert curve_crossover(reference, {x: v / 2 for x, v in reference.items()}, "lower")["where"] == "below_grid"
+    assert curve_crossover(reference, {x: v * 2 for x, v in reference.items()}, "lower")["where"] == "beyond_grid"

@@ -399,20 +399,12 @@ def best_curve(points: list[SweepPoint], name: str, better: str | None, keep) ->
     return curve
 
 
-def crossing(reference: dict[float, float], other: dict[float, float], better: str | None) -> dict:
-    """suite.scaling.crossover's answer for ``other`` against ``reference`` on their common lengths
-    (its ``where`` says whether the crossover lies inside the measured range)."""
+def curve_crossover(reference: dict[float, float], other: dict[float, float], better: str | None) -> dict:
+    """suite.scaling.crossover's answer for the curve ``other`` against ``reference`` (values by
+    length) on their common lengths: ``where`` says whether it lies inside the measured range."""
     xs = sorted(set(reference) & set(other))
     cost = (lambda v: 1.0 / v) if better == "higher" else (lambda v: v)  # noqa: E731 -- lower is better
     return scaling.crossover(xs, [cost(other[x]) for x in xs], [cost(reference[x]) for x in xs])
-
-
-def crossover(reference: dict[float, float], other: dict[float, float], better: str | None) -> float | None:
-    """The length from which ``other`` stays better than ``reference`` at every longer common
-    length (suite.scaling's rule, interpolated in log-log); None when it is never better at the
-    longest length or better everywhere (no crossover inside the range)."""
-    found = crossing(reference, other, better)
-    return found["length"] if found["where"] == "within_grid" else None
 
 
 def reference_names() -> tuple[str, ...]:
@@ -434,7 +426,7 @@ def crossovers(points: list[SweepPoint], name: str, metric: Metric) -> dict[str,
         mine = lambda m, i, method=method: m == method and not is_reference(m, i)  # noqa: E731
         curve = best_curve(points, name, metric.better, mine)
         if curve and reference:
-            found[method] = crossing(reference, curve, metric.better)
+            found[method] = curve_crossover(reference, curve, metric.better)
     return found
 
 

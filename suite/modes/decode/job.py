@@ -180,9 +180,11 @@ def beats(ours: Mapping, theirs: Mapping | None, key: str) -> bool:
     return theirs["status"] == "oom" or ours[key] < theirs[key]
 
 
-def crossover(points: list[dict], reference: list[dict], batch: int, key: str) -> int | None:
+def beats_from(points: list[dict], reference: list[dict], batch: int, key: str) -> int | None:
     """The shortest context from which on (there and at every longer one measured) the method's
-    ``key`` is below the reference's, at ``batch``; None when the longest context is not."""
+    ``key`` is below the reference's, at ``batch``; None when the longest context is not. A context
+    of the grid, not one between two (suite.scaling.crossover's): the reference may have no value
+    to interpolate from, having run out of memory."""
     ours = {p["context_length"]: p for p in points if p["batch_size"] == batch}
     theirs = {p["context_length"]: p for p in reference if p["batch_size"] == batch}
     contexts = sorted(ours)
@@ -190,12 +192,13 @@ def crossover(points: list[dict], reference: list[dict], batch: int, key: str) -
     return None if start is None else contexts[start]
 
 
-def crossovers(points: list[dict], reference: list[dict]) -> list[dict]:
-    """Per batch size: from which context on the method is faster per token, and its state smaller."""
+def crossover_rows(points: list[dict], reference: list[dict]) -> list[dict]:
+    """The record's crossovers: per batch size, from which context on the method is faster per
+    token, and its state smaller."""
     return [
         {"batch_size": batch,
-         "latency_crossover_context": crossover(points, reference, batch, "decode_latency_median_s"),
-         "memory_crossover_context": crossover(points, reference, batch, "state_bytes")}
+         "latency_crossover_context": beats_from(points, reference, batch, "decode_latency_median_s"),
+         "memory_crossover_context": beats_from(points, reference, batch, "state_bytes")}
         for batch in sorted({p["batch_size"] for p in points})
     ]
 
@@ -234,7 +237,7 @@ def job(config: Mapping, device: torch.device) -> JobResult:
             reference_points, interrupted = sweep(reference, grid, heads, head_dim, device, config["seed"])
             metrics["reference"] = {"method": reference_name, "impl": reference.resolve_impl(device),
                                     "points": reference_points}
-            metrics["crossovers"] = crossovers(points, reference_points)
+            metrics["crossovers"] = crossover_rows(points, reference_points)
 
     outcome = Outcome(metrics=metrics)
     if interrupted:
