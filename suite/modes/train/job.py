@@ -23,6 +23,7 @@ from suite.data import capped, collate, real_tokens
 from suite.hardware import RunMemory, synchronize
 from suite.metrics import format_value
 from suite.model import build_model, token_loss
+from suite.modes.common import heading
 from suite.modes.train import RECORD_METRICS
 from suite.run import JobResult, Outcome, is_out_of_memory
 from tasks.base import TaskData
@@ -387,14 +388,12 @@ def job(config: Mapping, device: torch.device) -> JobResult:
             "vocab_size": info.vocab_size, "num_classes": info.num_classes, "target": info.target,
             "metric": info.metric, "num_train": len(data.train), "num_val": len(data.val),
             "num_test": len(data.test), **info.extra}
-    return JobResult(kind="train", outcome=outcome, task=task, resolved=resolved)
+    return JobResult(kind=config["mode"]["name"], outcome=outcome, task=task, resolved=resolved)
 
 
 def summary(record: Mapping) -> str:
     """The closing table: accuracy beside the task's baseline, then speed and memory."""
     m = record["metrics"]
-    head = (f"{record['method']['name']} on {record['task']['name']} "
-            f"({record['config']['budget']['name']} budget, {record['env']['device']}): {record['status']}")
     rows = []
     for metric in RECORD_METRICS:
         value = format_value(metric, m.get(metric.name))
@@ -402,7 +401,8 @@ def summary(record: Mapping) -> str:
             value += f" ({m.get('baseline_name', 'baseline')})"
         rows.append((metric.label, value))
     width = max(len(label) for label, _ in rows)
-    lines = [head, "-" * len(head)] + [f"{label:<{width}}  {value}" for label, value in rows]
+    lines = heading(record, f"{record['method']['name']} on {record['task']['name']}")
+    lines += [f"{label:<{width}}  {value}" for label, value in rows]
     if record["error"]:
         lines.append(f"{'error':<{width}}  {record['error']}")
     verdict = baseline_verdict(m.get("test_accuracy"), m.get("baseline_accuracy"), m.get("baseline_name"),
