@@ -34,6 +34,7 @@ from methods._featuremap.common import DENOMINATOR_EPS
 from methods._featuremap.maps import Identity
 from methods._featuremap.plan import ChunkRun, chunk_slots, plan_blocks, rows, token_rows
 from methods.base import MethodError
+from methods.loglinear.inputs import LogLinearInputs
 from methods.loglinear.levels import level_matrix, levels_used
 
 IDENTITY = Identity()
@@ -85,22 +86,14 @@ def readers(block: ChunkRun, num_levels: int) -> list[Reader]:
 
 
 # -- the public entry points ----------------------------------------------------------------------
-def loglinear_attention_chunk(
-    phi_q: torch.Tensor,
-    phi_k: torch.Tensor,
-    v: torch.Tensor,
-    level_weights: torch.Tensor,
-    log_gates: torch.Tensor | None = None,
-    causal: bool = True,
-    eps: float = DENOMINATOR_EPS,
-    chunk_size: int = 64,
-    feature_map=None,
-) -> torch.Tensor:
+def loglinear_attention_chunk(inputs: LogLinearInputs, causal: bool = True, eps: float = DENOMINATOR_EPS,
+                              chunk_size: int = 64, feature_map=None) -> torch.Tensor:
     """Same result as ``naive.loglinear_attention`` in O(N log N) time; returns float32.
 
-    ``phi_q``, ``phi_k`` are features, or with ``feature_map`` (a map of _featuremap/maps.py) the
-    inputs that map turns into features block by block."""
+    ``inputs.phi_q``, ``inputs.phi_k`` are features, or with ``feature_map`` (a map of
+    _featuremap/maps.py) the inputs that map turns into features block by block."""
     check_chunk_size(chunk_size)
+    phi_q, phi_k, v, level_weights, log_gates = inputs
     batch, heads, n, _ = phi_q.shape
     if feature_map is None:
         feature_map = IDENTITY
@@ -113,12 +106,12 @@ def loglinear_attention_chunk(
         out, _ = _CausalLogLinear.apply(flat(phi_q), flat(phi_k), flat(v), flat(level_weights), flat(cumulative),
                                          True, *args)
         return out.view(batch, heads, n, -1)
-    flip = lambda t: None if t is None else flat(t).flip(1)  # noqa: E731
     num, den = _CausalLogLinear.apply(flat(phi_q), flat(phi_k), flat(v), flat(level_weights), flat(cumulative),
                                       False, *args)
     # The reversed pass: its gates are the reversed sequence's own cumulative sums.
-    reversed_gates = None if log_gates is None else flip(log_gates.float()).cumsum(-1)
-    num_r, den_r = _CausalLogLinear.apply(flip(phi_q), flip(phi_k), flip(v), flip(level_weights), reversed_gates,
+    back = LogLinearInputs(*map(flat, (phi_q, phi_k, v, level_weights, log_gates))).reversed(dim=1)
+    reversed_gates = None if log_gates is None else back.log_gates.float().cumsum(-1)
+    num_r, den_r = _CausalLogLinear.apply(back.phi_q, back.phi_k, back.v, back.level_weights, reversed_gates,
                                           False, *args)
     # The diagonal is in both passes; count it once (its decay factor is exp(0) = 1).
     phi_q_full, phi_k_full = (feature_map.full(t) for t in (phi_q, phi_k))

@@ -20,6 +20,7 @@ from methods._featuremap.maps import EluPlusOne
 from methods.base import AttentionMethod, MethodError, PeerKernel
 from methods.loglinear import flops, recurrent
 from methods.loglinear.chunk import check_chunk_size, loglinear_attention_chunk
+from methods.loglinear.inputs import LogLinearInputs
 from methods.loglinear.levels import check_length, levels_used, max_length, noncausal_level_matrix
 from methods.loglinear.naive import loglinear_attention
 from methods.registry import register
@@ -121,14 +122,11 @@ class LogLinearAttention(AttentionMethod):
         weight, bias = self._per_head(self.gate_weight, heads), self._per_head(self.gate_bias, heads)
         return F.logsigmoid(torch.einsum("bhnd,hd->bhn", k.float(), weight) + bias[:, None])
 
-    def _features(self, q: torch.Tensor, k: torch.Tensor) -> dict[str, torch.Tensor | None]:
+    def _inputs(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> LogLinearInputs:
+        """What the naive and Triton paths read: the features, v, every level's weights, the gates."""
         check_length(q.shape[2], self.num_levels)
-        return {
-            "phi_q": self.feature_map(q, "query"),
-            "phi_k": self.feature_map(k, "key"),
-            "level_weights": self.level_weights(q),
-            "log_gates": self.log_gates(k),
-        }
+        return LogLinearInputs(self.feature_map(q, "query"), self.feature_map(k, "key"), v, self.level_weights(q),
+                               self.log_gates(k))
 
     # -- what it costs ------------------------------------------------------------------------------
     def resolved_options(self):
@@ -168,23 +166,21 @@ class LogLinearAttention(AttentionMethod):
 
     # -- the parallel form ------------------------------------------------------------------------
     def _forward_naive(self, q, k, v, causal):
-        return loglinear_attention(v=v, causal=causal, **self._features(q, k)).to(q.dtype)
+        return loglinear_attention(self._inputs(q, k, v), causal).to(q.dtype)
 
     def _forward_chunk(self, q, k, v, causal):
         # The feature map is applied block by block inside (chunk.py); only the levels N reads.
         n = q.shape[2]
         check_length(n, self.num_levels)
-        out = loglinear_attention_chunk(
-            q, k, v, self.level_weights(q, levels_used(n)), self.log_gates(k), causal=causal,
-            chunk_size=self.chunk_size, feature_map=self.phi_map,
-        )
+        inputs = LogLinearInputs(q, k, v, self.level_weights(q, levels_used(n)), self.log_gates(k))
+        out = loglinear_attention_chunk(inputs, causal, chunk_size=self.chunk_size, feature_map=self.phi_map)
         return out.to(q.dtype)
 
     def _forward_triton(self, q, k, v, causal):
         # Imported here: triton decides at import whether to interpret, from TRITON_INTERPRET.
         from methods.loglinear.triton import loglinear_attention_triton
 
-        out = loglinear_attention_triton(v=v, causal=causal, chunk_size=self.chunk_size, **self._features(q, k))
+        out = loglinear_attention_triton(self._inputs(q, k, v), causal, chunk_size=self.chunk_size)
         return out.to(q.dtype)
 
     # -- the recurrent form -----------------------------------------------------------------------
@@ -223,12 +219,12 @@ class LogLinearAttention(AttentionMethod):
         gates = self.log_gates(k)
         phi_q, phi_k = self.feature_map(q_t, "query"), self.feature_map(k_t, "key")
         level_weights = self.level_weights(q).squeeze(2)
-        gate = None if gates is None else gates.squeeze(2)
+        token = LogLinearInputs(phi_q, phi_k, v_t, level_weights, None if gates is None else gates.squeeze(2))
         if recurrent.is_fixed(state):
             recurrent.check_fixed_state(state, phi_q, v_t, self.num_levels)
-            out, state = recurrent.fixed_step(phi_q, phi_k, v_t, level_weights, gate, state)
+            out, state = recurrent.fixed_step(token, state)
         else:
-            out, state = recurrent.step_features(phi_q, phi_k, v_t, level_weights, gate, state, self.num_levels)
+            out, state = recurrent.step_features(token, state, self.num_levels)
         return out.to(q_t.dtype), state
 
     live_states = staticmethod(recurrent.live_states)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import torch
 
 from methods._featuremap.common import DENOMINATOR_EPS, divide_by_denominator
+from methods.loglinear.inputs import LogLinearInputs
 from methods.loglinear.levels import level_matrix
 
 
@@ -34,20 +35,12 @@ def causal_weights(
     return weights * torch.exp(exponent.masked_fill(levels < 0, float("-inf")))
 
 
-def loglinear_attention(
-    phi_q: torch.Tensor,
-    phi_k: torch.Tensor,
-    v: torch.Tensor,
-    level_weights: torch.Tensor,
-    log_gates: torch.Tensor | None = None,
-    causal: bool = True,
-    eps: float = DENOMINATOR_EPS,
-) -> torch.Tensor:
-    """Log-linear attention from features phi (B,H,N,F), v (B,H,N,E), lambda (B,H,N,L), log gates (B,H,N)."""
-    weights = causal_weights(phi_q, phi_k, level_weights, log_gates)
+def loglinear_attention(inputs: LogLinearInputs, causal: bool = True, eps: float = DENOMINATOR_EPS) -> torch.Tensor:
+    """Log-linear attention (B,H,N,E) in float32 from features, values, level weights and log gates."""
+    weights = causal_weights(inputs.phi_q, inputs.phi_k, inputs.level_weights, inputs.log_gates)
     if not causal:
-        flip = lambda t: None if t is None else t.flip(2)  # noqa: E731
-        reversed_weights = causal_weights(flip(phi_q), flip(phi_k), flip(level_weights), flip(log_gates))
+        back = inputs.reversed()
+        reversed_weights = causal_weights(back.phi_q, back.phi_k, back.level_weights, back.log_gates)
         diagonal = torch.diagonal(weights, dim1=-2, dim2=-1)
         weights = weights + reversed_weights.flip(-1, -2) - torch.diag_embed(diagonal)
-    return divide_by_denominator(weights @ v.float(), weights.sum(-1), eps)
+    return divide_by_denominator(weights @ inputs.v.float(), weights.sum(-1), eps)

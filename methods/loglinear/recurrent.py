@@ -26,6 +26,7 @@ import torch
 
 from methods._featuremap.common import DENOMINATOR_EPS, key_sums
 from methods.base import MethodError
+from methods.loglinear.inputs import LogLinearInputs
 from methods.loglinear.levels import check_length
 
 _KV, _Z = "kv_level", "z_level"
@@ -82,22 +83,15 @@ def check_state(state: object, phi_q: torch.Tensor, v: torch.Tensor) -> None:
                 )
 
 
-def step_features(
-    phi_q: torch.Tensor,
-    phi_k: torch.Tensor,
-    v: torch.Tensor,
-    level_weights: torch.Tensor,
-    log_gate: torch.Tensor | None,
-    state: dict[str, torch.Tensor],
-    num_levels: int,
-    eps: float = DENOMINATOR_EPS,
-) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
-    """One step from features phi (B,H,F), v (B,H,E), lambda (B,H,L), log gate (B,H): (o_t float32, new state)."""
-    check_state(state, phi_q, v)
+def step_features(token: LogLinearInputs, state: dict[str, torch.Tensor], num_levels: int,
+                  eps: float = DENOMINATOR_EPS) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    """One step from one token's inputs, phi (B,H,F), v (B,H,E), lambda (B,H,L), log gate (B,H):
+    (o_t float32, new state)."""
+    check_state(state, token.phi_q, token.v)
     position = int(state["position"])
     check_length(position + 1, num_levels)
-    phi_q, phi_k, v, level_weights = phi_q.float(), phi_k.float(), v.float(), level_weights.float()
-    decay = None if log_gate is None else torch.exp(log_gate.float())
+    phi_q, phi_k, v, level_weights, log_gate = token.float()
+    decay = None if log_gate is None else torch.exp(log_gate)
     buckets = {
         level: (state[f"{_KV}{level}"], state[f"{_Z}{level}"]) for level in _levels(state)
     }
@@ -201,24 +195,17 @@ def check_fixed_state(state: dict[str, torch.Tensor], phi_q: torch.Tensor, v: to
         )
 
 
-def fixed_step(
-    phi_q: torch.Tensor,
-    phi_k: torch.Tensor,
-    v: torch.Tensor,
-    level_weights: torch.Tensor,
-    log_gate: torch.Tensor | None,
-    state: dict[str, torch.Tensor],
-    eps: float = DENOMINATOR_EPS,
-) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+def fixed_step(token: LogLinearInputs, state: dict[str, torch.Tensor],
+               eps: float = DENOMINATOR_EPS) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
     """``step_features`` on the fixed layout, the same result: every slot is read (empty ones are
     zero and add nothing), and the binary increment is done with masks from the position's bits."""
     kv, z, position = state["kv"], state["z"], state["position"]
     slots = kv.shape[2]
     # Past the slots the carry would have nowhere to go; checked on the device, not read back.
     torch._assert_async(position < (1 << slots) - 1, "loglinear: fixed state full; raise max_length")
-    phi_q, phi_k, v, level_weights = phi_q.float(), phi_k.float(), v.float(), level_weights.float()
+    phi_q, phi_k, v, level_weights, log_gate = token.float()
     if log_gate is not None:
-        decay = torch.exp(log_gate.float())
+        decay = torch.exp(log_gate)
         kv, z = kv * decay[..., None, None, None], z * decay[..., None, None]
     slot_weights = level_weights[..., 1 : slots + 1]  # slot b holds level b + 1
     self_weight = level_weights[..., 0] * (phi_q * phi_k).sum(-1)

@@ -24,6 +24,7 @@ import triton.language as tl
 from methods._featuremap.common import DENOMINATOR_EPS, divide_by_denominator
 from methods.base import MethodError
 from methods.loglinear.chunk import check_chunk_size
+from methods.loglinear.inputs import LogLinearInputs
 
 
 @dataclass(frozen=True)
@@ -373,15 +374,9 @@ def fenwick_tree(phi_k: torch.Tensor, v: torch.Tensor, cumulative_gates: torch.T
     return FenwickTree(blocks, all_ends)
 
 
-def causal_parts(
-    phi_q: torch.Tensor,
-    phi_k: torch.Tensor,
-    v: torch.Tensor,
-    level_weights: torch.Tensor,
-    log_gates: torch.Tensor | None,
-    chunk_size: int,
-) -> torch.Tensor:
+def causal_parts(inputs: LogLinearInputs, chunk_size: int) -> torch.Tensor:
     """Causal numerator and denominator (B, H, N, E + 1) in float32."""
+    phi_q, phi_k, v, level_weights, log_gates = inputs
     n = phi_q.shape[2]
     pad = -n % chunk_size
     # Zero rows past the end: padded keys add nothing, padded queries are cut off below.
@@ -400,24 +395,15 @@ def causal_parts(
     return out[:, :, :n]
 
 
-def loglinear_attention_triton(
-    phi_q: torch.Tensor,
-    phi_k: torch.Tensor,
-    v: torch.Tensor,
-    level_weights: torch.Tensor,
-    log_gates: torch.Tensor | None = None,
-    causal: bool = True,
-    eps: float = DENOMINATOR_EPS,
-    chunk_size: int = 64,
-) -> torch.Tensor:
+def loglinear_attention_triton(inputs: LogLinearInputs, causal: bool = True, eps: float = DENOMINATOR_EPS,
+                               chunk_size: int = 64) -> torch.Tensor:
     """``chunk.loglinear_attention_chunk``'s result with the per-query products in Triton; returns float32."""
     check_chunk_size(chunk_size)
-    both = causal_parts(phi_q, phi_k, v, level_weights, log_gates, chunk_size)
+    both = causal_parts(inputs, chunk_size)
     if not causal:
-        flip = lambda t: None if t is None else t.flip(2)  # noqa: E731
-        reversed_pass = causal_parts(flip(phi_q), flip(phi_k), flip(v), flip(level_weights), flip(log_gates),
-                                     chunk_size)
+        reversed_pass = causal_parts(inputs.reversed(), chunk_size)
         # The diagonal is in both passes; count it once (its decay factor is exp(0) = 1).
+        phi_q, phi_k, v, level_weights, _ = inputs
         diagonal = level_weights[..., 0].float() * (phi_q.float() * phi_k.float()).sum(-1)
         both = both + reversed_pass.flip(2) - diagonal[..., None] * F.pad(v.float(), (0, 1), value=1.0)
     return divide_by_denominator(both[..., :-1], both[..., -1], eps)
