@@ -7,8 +7,8 @@ import pytest
 import torch
 
 from suite.config import validate
-from suite.errors import ConfigError
 from suite.model import CausalConv, Decoder, MultiHeadAttention, ShortConv
+from tests.utils import assert_config_refused
 
 
 def test_short_conv_is_causal():
@@ -82,10 +82,7 @@ def test_default_model_has_positions_and_mlp(make_config):
     ({"qkv_conv": "3"}, "model.qkv_conv must be a positive integer"),
 ])
 def test_bad_model_options_are_refused(make_config, override, says):
-    config = make_config("model=hybrid")
-    config["model"].update(override)
-    with pytest.raises(ConfigError, match=says):
-        validate(config)
+    assert_config_refused(make_config("model=hybrid"), "model", override, says)
 
 
 def test_shipped_model_configs_pass_the_check(make_config):

@@ -6,10 +6,9 @@ from __future__ import annotations
 import pytest
 
 from suite import records
-from suite.config import validate
-from suite.errors import ConfigError
 from suite.protocol import with_lr_and_seed
 from tests.test_cli import cli
+from tests.utils import assert_config_refused
 
 
 def swept(lr: float, val: float | None, steps: int = 100, status: str = "ok") -> dict:
@@ -71,10 +70,7 @@ def test_config_hash_ignores_protocol_and_cpu_threads(make_config):
     ({"lrs": [1e-3], "seeds": [0, 1.5]}, "protocol.seeds must be a non-empty list of distinct integers"),
 ])
 def test_the_schema_refuses_bad_sweep_lists(make_config, protocol, says):
-    config = make_config("protocol=lr_sweep")
-    config["protocol"].update(protocol)
-    with pytest.raises(ConfigError, match=says):
-        validate(config)
+    assert_config_refused(make_config("protocol=lr_sweep"), "protocol", protocol, says)
 
 
 def test_swept_rates_enter_the_config_as_floats(make_config):

@@ -2,7 +2,19 @@
 
 from __future__ import annotations
 
+import pytest
 import torch
+
+from suite.config import validate
+from suite.errors import ConfigError
+
+
+def assert_config_refused(config: dict, group: str, override: dict, says: str) -> None:
+    """The schema refuses ``config`` once ``override`` is written over its ``group``, with a message
+    matching ``says``."""
+    config[group].update(override)
+    with pytest.raises(ConfigError, match=says):
+        validate(config)
 
 
 def rel_error(ref: torch.Tensor, out: torch.Tensor) -> float:
