@@ -23,7 +23,9 @@ def estimate(module, q, k) -> torch.Tensor:
 
 
 def test_default_num_features_is_d_log_d():
-    assert methods.build("favor", head_dim=64).num_features == round(64 * math.log(64)) == 266
+    default = methods.build("favor", head_dim=64)
+    assert default.num_features == round(64 * math.log(64)) == 266
+    assert default.options["num_features"] is None and default.resolved_options()["num_features"] == 266
     module = methods.build("favor", head_dim=16, num_features=40)
     assert module.projection.shape == (40, 16)
     assert module.feature_map(torch.randn(1, 2, 3, 16), "key").shape == (1, 2, 3, 40)

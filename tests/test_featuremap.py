@@ -1,5 +1,7 @@
-"""The feature-map attention core and the kernelized methods built on it, fla-style: every fast
-path (chunk, recurrent step) against the float32 naive definition, outputs and gradients."""
+"""The feature-map attention core, fla-style: the chunked core against the float32 naive definition on
+raw features, outputs and gradients; each feature map's block form against its full form; and what
+the kernelized methods built on the core share beyond the contract every method honours
+(tests/test_methods.py holds that: each method's paths against its naive one, and its stepping)."""
 
 from __future__ import annotations
 
@@ -9,20 +11,13 @@ import torch
 import methods
 from methods._featuremap.chunk import feature_attention_chunk
 from methods._featuremap.maps import EluPlusOne, PositiveRandomFeatures, SecondOrderTaylor
+from methods._featuremap.module import FeatureMapAttention
 from methods._featuremap.naive import feature_attention, feature_attention_parts
 from methods.base import MethodError
 from methods.favor.projection import draw_generator, orthogonal_gaussian_projection
 from tests.utils import assert_close
 
 LENGTHS = (1, 7, 63, 64, 65, 200)  # chunk_size 64: below, at and across chunk boundaries
-HEAD_DIMS = (16, 24, 64)
-# Every method, and taylor once more with its learned projection and the symmetric half.
-CONFIGS = {
-    "linear": ("linear", {}),
-    "favor": ("favor", {}),
-    "taylor": ("taylor", {}),
-    "taylor-projected": ("taylor", {"feature_dim": 4, "symmetric_half": True}),
-}
 # bf16 inputs: features and sums are float32 inside, so the error is mostly the bf16 rounding of
 # the output and of the input gradients (2^-8 relative), with room for a few roundings more.
 TOLERANCE = {torch.float32: 1e-4, torch.bfloat16: 1.5e-2}
@@ -138,92 +133,31 @@ def test_block_form_of_each_map_matches_its_full_form(name, dtype):
     assert_close("dx", ref_grad, grad.float(), 1e-5 if dtype == torch.float32 else 2**-8)
 
 
-# -- the methods: fast paths against the naive definition ----------------------------------------
-def build_pair(config, head_dim):
-    name, options = CONFIGS[config]
-    torch.manual_seed(0)
-    naive = methods.build(name, head_dim=head_dim, impl="naive", chunk_size=64, **options)
-    chunk = methods.build(name, head_dim=head_dim, impl="chunk", chunk_size=64, **options)
-    chunk.load_state_dict(naive.state_dict())
-    return naive, chunk
+# -- the methods built on the core (the contract over every method: tests/test_methods.py) ----------
+FEATURE_METHODS = [name for name in methods.available() if issubclass(methods.get(name), FeatureMapAttention)]
 
 
-# float32 on every length; bf16, which only rounds differently, on two lengths across chunk borders.
-DTYPE_LENGTHS = [(torch.float32, n) for n in LENGTHS] + [(torch.bfloat16, n) for n in (65, 200)]
-
-
-@pytest.mark.parametrize("causal", [False, True])
-@pytest.mark.parametrize(("dtype", "n"), DTYPE_LENGTHS)
-@pytest.mark.parametrize("head_dim", HEAD_DIMS)
-@pytest.mark.parametrize("config", CONFIGS)
-def test_chunk_matches_naive(config, head_dim, n, causal, dtype):
-    naive, chunk = build_pair(config, head_dim)
-    q, k, v = random_qkv(2, 3, n, head_dim, dtype)
-    ref_inputs = [t.detach().float().requires_grad_() for t in (q, k, v)]
-    grad_out = torch.randn(2, 3, n, value_dim(head_dim))
-    ref = run(naive, *ref_inputs, causal, grad_out)
-    out = run(chunk, q, k, v, causal, grad_out)
-    assert out["o"].dtype == dtype
-    assert ref.keys() == out.keys()
-    assert_all_close(ref, out, TOLERANCE[dtype], n)
-
-
-# -- the recurrent form --------------------------------------------------------------------------
-@pytest.mark.parametrize("n", [16, 23])  # a power of two and not
-@pytest.mark.parametrize("config", CONFIGS)
-def test_stepping_equals_causal_naive(config, n):
-    naive, _ = build_pair(config, 16)
-    q, k, v = (t.detach() for t in random_qkv(2, 3, n, 16))
-    state = naive.init_state(2, 3, 16, value_dim(16))
-    outputs = []
-    for t in range(n):
-        o_t, state = naive.step(q[:, :, t], k[:, :, t], v[:, :, t], state)
-        outputs.append(o_t)
+@pytest.mark.parametrize("name", FEATURE_METHODS)
+def test_stepping_keeps_float32_running_sums(name):
+    module = methods.build(name, head_dim=16)
+    q, k, v = (t.detach() for t in random_qkv(2, 3, 5, 16))
+    state = module.init_state(2, 3, 16, value_dim(16))
+    for t in range(5):
+        _, state = module.step(q[:, :, t], k[:, :, t], v[:, :, t], state)
     assert state["kv"].dtype == state["z"].dtype == torch.float32
-    assert_close("o", naive(q, k, v, causal=True), torch.stack(outputs, dim=2), 1e-4)
 
 
-@pytest.mark.parametrize("config", CONFIGS)
-def test_step_rejects_a_state_of_another_shape_or_method(config):
-    module, _ = build_pair(config, 16)
+@pytest.mark.parametrize("name", FEATURE_METHODS)
+def test_step_rejects_a_state_of_another_shape_or_method_naming_init_state(name):
+    module = methods.build(name, head_dim=16)
     q_t, k_t, v_t = (torch.randn(2, 3, d) for d in (16, 16, 8))
     softmax_state = methods.build("softmax", head_dim=16).init_state(2, 3, 16, 8)
-    other_features = methods.build("taylor" if config != "taylor" else "linear", head_dim=16).init_state(2, 3, 16, 8)
-    for state in (softmax_state, other_features, module.init_state(2, 4, 16, 8), module.init_state(2, 3, 16, 9)):
-        with pytest.raises(MethodError, match="init_state"):
+    others = (methods.build(other, head_dim=16) for other in FEATURE_METHODS)
+    other_features = next(other for other in others if other.num_features != module.num_features)
+    for state in (softmax_state, other_features.init_state(2, 3, 16, 8), module.init_state(2, 4, 16, 8),
+                  module.init_state(2, 3, 16, 9)):
+        with pytest.raises(MethodError, match=f"{name}.init_state"):
             module.step(q_t, k_t, v_t, state)
-    with pytest.raises(MethodError, match="head_dim=16"):
-        module.init_state(2, 3, 32, 8)
-
-
-# -- options and user mistakes -------------------------------------------------------------------
-@pytest.mark.parametrize("name", ["linear", "favor", "taylor"])
-def test_unknown_option_lists_the_valid_ones(name):
-    with pytest.raises(MethodError, match=r"unknown option\(s\) window; valid options: .*chunk_size"):
-        methods.build(name, head_dim=8, window=3)
-
-
-@pytest.mark.parametrize("name", ["linear", "favor", "taylor"])
-@pytest.mark.parametrize("bad", [0, -4, 2.5, True])
-def test_chunk_size_must_be_a_positive_int(name, bad):
-    with pytest.raises(MethodError, match=f"chunk_size must be an integer >= 1, got {bad!r}"):
-        methods.build(name, head_dim=8, chunk_size=bad)
-
-
-@pytest.mark.parametrize("name", ["linear", "favor", "taylor"])
-def test_feature_map_kind_and_shape(name):
-    module = methods.build(name, head_dim=8)
-    x = torch.randn(2, 3, 5, 8)
-    assert module.feature_map(x, "query").shape == (2, 3, 5, module.num_features)
-    assert module.feature_map(x, "key").shape == (2, 3, 5, module.num_features)
-    with pytest.raises(MethodError, match="query, key, got 'value'"):
-        module.feature_map(x, "value")
-
-
-@pytest.mark.parametrize("name", ["linear", "favor", "taylor"])
-def test_cpu_default_is_chunk(name):
-    module = methods.build(name, head_dim=8)
-    assert module.resolve_impl(torch.device("cpu")) == "chunk"
 
 
 # -- long sequences in bf16 ----------------------------------------------------------------------

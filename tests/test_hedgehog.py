@@ -1,5 +1,6 @@
-"""Hedgehog: the learned softmax-pair map, its fast paths against the naive definition (outputs and
-the gradients of q, k, v, W and b), its recurrent form, its options, and its fit to softmax attention."""
+"""Hedgehog: the learned softmax-pair map, its initialisation, its options, its parameters and FLOPs,
+and its fit to softmax attention. Its paths against the naive definition (outputs and the gradients
+of q, k, v, W and b) and its recurrent form are the contract's (tests/test_methods.py)."""
 
 from __future__ import annotations
 
@@ -11,12 +12,8 @@ from methods.base import MethodError
 from suite.model import MultiHeadAttention
 from suite.modes.fidelity import job as fidelity
 from suite.modes.fidelity.fit import fit_to_softmax, mean_cross_entropy, split_queries
-from tests.test_featuremap import TOLERANCE, assert_all_close, random_qkv, run, value_dim
 from tests.utils import assert_close
 
-# (N, head_dim, feature_dim): N = 1, N below, at and across the chunk of 16 and not dividing it; odd
-# head and feature dims; a feature_dim above head_dim and one below.
-SHAPES = [(1, 5, 3), (7, 16, 8), (16, 5, 7), (37, 16, 24), (50, 9, 4)]
 CHUNK = 16
 
 
@@ -67,63 +64,10 @@ def test_initial_maps_are_one_semi_orthogonal_draw_for_queries_and_keys():
                                                                       "num_features": 16}
 
 
-@pytest.mark.parametrize("causal", [False, True])
-@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
-@pytest.mark.parametrize("n, head_dim, feature_dim", SHAPES)
-def test_chunk_matches_naive_with_the_maps_gradients(n, head_dim, feature_dim, dtype, causal):
-    naive, chunk = hedgehog(head_dim, feature_dim, "naive"), hedgehog(head_dim, feature_dim, "chunk")
-    q, k, v = random_qkv(2, 3, n, head_dim, dtype, seed=n)
-    reference = [t.detach().float().requires_grad_() for t in (q, k, v)]
-    grad_out = torch.randn(2, 3, n, value_dim(head_dim))
-    ref, out = run(naive, *reference, causal, grad_out), run(chunk, q, k, v, causal, grad_out)
-    assert out["o"].dtype == dtype
-    assert {"dquery_map.weight", "dquery_map.bias", "dkey_map.weight", "dkey_map.bias"} <= set(out)
-    assert_all_close(ref, out, TOLERANCE[dtype], n)
-
-
-# Under TRITON_INTERPRET=1 (tests/conftest.py) on the CPU; small shapes, the interpreter is slow.
-# float32 products are exact; bf16 features and values round once each (the kernels' own tests
-# allow 5e-2 for the roundings that a difference v_j - o_i amplifies where few keys are seen).
-TRITON_TOLERANCE = {torch.float32: 1e-4, torch.bfloat16: 5e-2}
-
-
-@pytest.mark.parametrize("causal", [False, True])
-@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
-@pytest.mark.parametrize("n, head_dim, feature_dim", [(1, 5, 3), (19, 9, 8)])
-def test_triton_matches_naive_with_the_maps_gradients(n, head_dim, feature_dim, dtype, causal):
-    device = "cpu" if not torch.cuda.is_available() else "cuda"
-    naive = hedgehog(head_dim, feature_dim, "naive").to(device)
-    triton = hedgehog(head_dim, feature_dim, "triton").to(device)
-    q, k, v = (t.detach().to(device).requires_grad_() for t in random_qkv(1, 2, n, head_dim, dtype, seed=n))
-    reference = [t.detach().float().requires_grad_() for t in (q, k, v)]
-    grad_out = torch.randn(1, 2, n, value_dim(head_dim), device=device)
-    ref, out = run(naive, *reference, causal, grad_out), run(triton, q, k, v, causal, grad_out)
-    assert out["o"].dtype == dtype
-    assert_all_close(ref, out, TRITON_TOLERANCE[dtype], n)
-
-
-@pytest.mark.parametrize("n", [1, 23])
-def test_stepping_and_prefill_equal_the_causal_parallel_form(n):
-    module = hedgehog(9, 5, "chunk")
-    q, k, v = (t.detach() for t in random_qkv(2, 3, n, 9))
-    state = module.init_state(2, 3, 9, value_dim(9))
-    outputs = []
-    for t in range(n):
-        o_t, state = module.step(q[:, :, t], k[:, :, t], v[:, :, t], state)
-        outputs.append(o_t)
-    assert_close("o", module(q, k, v, causal=True), torch.stack(outputs, dim=2), 1e-4)
-    prefilled = module.prefill_state(k, v)
-    for key in ("kv", "z"):
-        assert_close(key, state[key], prefilled[key], 1e-5)
-    assert module.state_bytes(2, 3, n, value_dim(9)) == sum(t.nbytes for t in prefilled.values())
-
-
 @pytest.mark.parametrize("options, message", [
     ({"feature_dim": 0}, "hedgehog: option feature_dim must be an integer >= 1, got 0"),
     ({"feature_dim": "16"}, "hedgehog: option feature_dim must be an integer >= 1, got '16'"),
     ({"feature_dim": True}, "hedgehog: option feature_dim must be an integer >= 1, got True"),
-    ({"chunk_size": 0}, "hedgehog: option chunk_size must be an integer >= 1, got 0"),
-    ({"num_features": 8}, r"hedgehog: unknown option\(s\) num_features; valid options: chunk_size, feature_dim"),
 ])
 def test_bad_options_are_named(options, message):
     with pytest.raises(MethodError, match=message):

@@ -2,7 +2,7 @@
 
 Counted: the matrix products an implementation runs, 2 m n k for an (m, k) @ (k, n) product
 (batched ones summed, matrix-vector products included): what a matmul's rate is measured in, and
-what ``torch.utils.flop_counter.FlopCounterMode`` counts (tests/test_method_costs.py holds the CPU
+what ``torch.utils.flop_counter.FlopCounterMode`` counts (tests/test_methods.py holds the CPU
 paths to it). Not counted: elementwise work and reductions (masks, sums, the division, exp or elu
 of feature maps, casts), bound by memory rather than by the multiply rate: the gap between a
 measured rate and a matmul's is what they cost. Counts are per (batch, head); F features, E values.
