@@ -21,6 +21,8 @@ from hydra.core.global_hydra import GlobalHydra
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import methods
+from methods.base import MethodError
 from suite import records
 from suite.__main__ import main
 from suite.config import validate
@@ -127,6 +129,13 @@ BAD_INPUT = [
 def test_bad_input_is_one_line_exit_2_and_writes_nothing(cli, tmp_path, args, says):
     code, err = cli(*(() if any(a.startswith("task=") for a in args) else FAST), *args)
     assert_one_line_refusal(code, err, says, tmp_path / "results")
+
+
+def test_an_unknown_method_is_refused_by_the_library_with_the_valid_ones():
+    # The one place an unknown method is tested: here, by name at the command line (BAD_INPUT), and
+    # as a library user calls methods.build.
+    with pytest.raises(MethodError, match=f"^unknown method 'nope'; valid methods: {', '.join(methods.available())}$"):
+        methods.build("nope", head_dim=8)
 
 
 def test_cuda_without_cuda_is_one_line_at_the_cli(cli, tmp_path):
