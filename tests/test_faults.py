@@ -364,11 +364,3 @@ def test_no_code_runs_while_loading_data():
             if "weights_only=True" not in call_text(code, match.end() - 1):
                 found.append(f"{path.relative_to(REPO)}: torch.load without weights_only=True")
     assert not found, found
-
-
-def test_the_source_scan_catches_what_it_looks_for():
-    unsafe = "x = pickle.load(f)\ny = torch.load(\n    path,\n    map_location='cpu')\nz = eval(text)\n"
-    hits = [what for pattern, what in UNSAFE if pattern.search(unsafe)]
-    assert hits == ["pickle.load", "eval("]
-    assert "weights_only=True" not in call_text(unsafe, unsafe.index("torch.load(") + len("torch.load"))
-    assert not any(pattern.search("model.eval(); optimizer.exec_step()") for pattern, _ in UNSAFE)

@@ -6,6 +6,7 @@ records committed back.
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -28,19 +29,6 @@ def test_workflows_are_valid_github_workflows():
     assert schema_problems(WORKFLOWS) == ""
 
 
-def test_the_schema_check_catches_broken_workflows(tmp_path):
-    broken = {
-        "run_and_uses.yml": "on: push\njobs:\n  x:\n    runs-on: ubuntu-latest\n    steps:\n"
-                            "      - run: echo hi\n        uses: actions/checkout@v4\n",
-        "no_runner.yml": "on: push\njobs:\n  x:\n    steps:\n      - run: echo hi\n",
-        "misspelled.yml": "on: push\njobs:\n  x:\n    runs-on: ubuntu-latest\n    timeout-minute: 3\n"
-                          "    steps:\n      - run: echo hi\n",
-    }
-    for name, text in broken.items():
-        (tmp_path / name).write_text(text)
-        assert schema_problems([tmp_path / name]), name
-
-
 def test_gpu_workflow_never_runs_for_pull_requests():
     board = yaml.safe_load((REPO / ".github" / "workflows" / "board.yml").read_text())
     triggers = board[True]  # PyYAML reads the key `on` as True
@@ -52,11 +40,12 @@ def steps_text(job: dict) -> str:
     return "\n".join(str(step.get("run", "")) + str(step.get("uses", "")) for step in job["steps"])
 
 
-def test_ci_runs_on_hosted_runners_at_three_pythons_with_pip_cached():
+def test_ci_runs_on_hosted_runners_from_the_oldest_python_the_package_admits_with_pip_cached():
     ci = yaml.safe_load((REPO / ".github" / "workflows" / "ci.yml").read_text())
     job = ci["jobs"]["test"]
     assert job["runs-on"] == "ubuntu-latest"
-    assert job["strategy"]["matrix"]["python-version"] == ["3.10", "3.11", "3.12"]
+    oldest = re.search(r'^requires-python = ">=([\d.]+)"$', (REPO / "pyproject.toml").read_text(), re.M).group(1)
+    assert oldest in job["strategy"]["matrix"]["python-version"]
     [setup] = [step for step in job["steps"] if step.get("uses", "").startswith("actions/setup-python@")]
     assert setup["with"]["cache"] == "pip" and setup["with"]["python-version"] == "${{ matrix.python-version }}"
     assert "chromium-driver" not in steps_text(job)  # not an apt package on hosted runners: they ship chromedriver
