@@ -13,6 +13,13 @@ import torch
 # whether its helpers are interpreted, so the flag is set before any test module imports it.
 if not torch.cuda.is_available():
     os.environ.setdefault("TRITON_INTERPRET", "1")
+# The default run spreads the tests over one pytest-xdist worker per core (pyproject.toml's addopts):
+# each worker then takes its share of the cores for torch's threads, and so do the processes a test
+# starts, rather than every process running as many threads as there are cores.
+if int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")) > 1:
+    threads = max(1, torch.get_num_threads() // int(os.environ["PYTEST_XDIST_WORKER_COUNT"]))
+    torch.set_num_threads(threads)
+    os.environ.setdefault("OMP_NUM_THREADS", str(threads))
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
