@@ -64,23 +64,7 @@ def contents(state: dict) -> dict[str, torch.Tensor]:
     return state
 
 
-# -- the recurrent form against the parallel form -----------------------------------------------
-@pytest.mark.parametrize("n", LENGTHS)
-@pytest.mark.parametrize("name, options", CASES, ids=CASE_IDS)
-def test_stepping_equals_the_causal_parallel_naive_form(name, options, n):
-    module = build(name, options)
-    q, k, v = prompt(n)
-    stepped, _ = step_through(module, q, k, v)
-    assert_close(f"{name} o", module(q, k, v, causal=True), stepped, 1e-4)
-
-
-@pytest.mark.parametrize("n", LENGTHS)
-def test_softmax_sdpa_step_equals_the_causal_naive_form(n):
-    q, k, v = prompt(n)
-    stepped, _ = step_through(build("softmax", {}, impl="sdpa"), q, k, v)
-    assert_close("softmax sdpa o", build("softmax", {})(q, k, v, causal=True), stepped, 1e-4)
-
-
+# -- the state built from a prompt (stepping against the parallel form: tests/test_methods.py) --
 @pytest.mark.parametrize("n", LENGTHS)
 @pytest.mark.parametrize("name, options", CASES, ids=CASE_IDS)
 def test_the_state_built_from_the_prompt_is_the_stepped_state(name, options, n):
