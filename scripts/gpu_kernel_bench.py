@@ -1,6 +1,6 @@
 """The kernel benchmark of every method on one GPU: conf/mode/kernel.yaml's grids, through the suite.
 
-    python scripts/gpu_kernel_bench.py                     # all five methods, the paper grid, records under results/
+    python scripts/gpu_kernel_bench.py                     # every method, the paper grid, records under results/
     python scripts/gpu_kernel_bench.py --methods linear    # a subset
     python scripts/gpu_kernel_bench.py --grid gpu_run      # the one-shot run's grid: N = 1K..32K, causal, bf16
     python scripts/gpu_kernel_bench.py --smoke             # the smoke grid on the CPU (checks the script)
@@ -26,10 +26,10 @@ sys.path.insert(0, str(REPO))
 
 import torch  # noqa: E402
 
+import methods  # noqa: E402
 from suite.__main__ import CONF_DIR  # noqa: E402
 
-METHODS = ("softmax", "linear", "favor", "taylor", "loglinear")
-# scripts/gpu_run.sh's grid (a few minutes for all five methods on an H100-class GPU): the lengths
+# scripts/gpu_run.sh's grid (a few minutes for every method on an H100-class GPU): the lengths
 # of the issue, one head size, the training dtype, the causal form a language model runs.
 GPU_RUN_GRID = {
     "lengths": [1024, 2048, 4096, 8192, 16384, 32768], "batch": 1, "heads": 8, "head_dims": [64],
@@ -88,7 +88,7 @@ def run_method(name: str, grid: str, device: str, results_dir: str) -> tuple[str
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--methods", nargs="+", default=list(METHODS), choices=METHODS)
+    parser.add_argument("--methods", nargs="+", default=list(methods.available()), choices=methods.available())
     parser.add_argument("--results-dir", default=str(REPO / "results"))
     parser.add_argument("--grid", default="paper", help="a grid of conf/mode/kernel.yaml, or gpu_run")
     parser.add_argument("--smoke", action="store_true", help="the smoke grid on the CPU: checks this script")
