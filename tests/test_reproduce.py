@@ -55,8 +55,8 @@ def test_options_and_overrides_are_in_the_command(run):
 def test_a_committed_record_reruns_at_its_budget(tmp_path, data_dir, monkeypatch):
     from suite.run import run as run_config
 
-    run = min((r for r in COMMITTED if r.kind == "train" and r.task == "listops_short" and r.method == "softmax"),
-              key=lambda r: r.record["metrics"]["wall_time_s"])
+    # The quickest committed train run, whatever the board's stage: the test needs one, not a task.
+    run = min((r for r in COMMITTED if r.kind == "train"), key=lambda r: r.record["metrics"]["wall_time_s"])
     config = composed(reproduce_command(run), tmp_path)
     config["data_dir"] = str(data_dir)
     path, outcome = run_config(config, resume=False)

@@ -232,3 +232,24 @@ def test_state_bytes_stop_growing_at_the_window():
     assert [module.state_bytes(2, 3, n, 5) - 8 for n in (1, 15, 16, 17, 10_000)] == [
         per_token * s for s in (1, 15, 16, 16, 16)]
     assert math.isclose(module.resolved_options()["num_features"], 8)
+
+
+def test_the_mqar_window_ceiling_counts_the_queries_whose_pair_is_in_view():
+    # scripts/mqar_window_reach.py backs the board's note on sliding window at MQAR: checked here
+    # against a per-query count of the positions that hold a key and its value after the conv.
+    from scripts.mqar_window_reach import ceiling
+    from tasks.base import IGNORE_LABEL
+    from tasks.recall import mqar
+
+    seq_len, pairs, examples, values = 32, 4, 50, 256
+    inputs, labels = mqar.make(examples, seq_len, pairs, 512, seed=0)
+    for window in (1, 3, 8, 16):
+        seen = total = 0
+        for row in range(examples):
+            for q in (labels[row] != IGNORE_LABEL).nonzero().flatten().tolist():
+                i = inputs[row, : 2 * pairs : 2].tolist().index(inputs[row, q].item())
+                seen += any(q - p < window for p in (2 * i + 1, 2 * i + 2) if p <= q)
+                total += 1
+        expected = seen / total + (1 - seen / total) / values
+        assert ceiling(seq_len, pairs, window, examples=examples) == pytest.approx(expected)
+    assert ceiling(seq_len, pairs, seq_len, examples=examples) == 1.0
