@@ -243,13 +243,15 @@ def test_the_mqar_window_ceiling_counts_the_queries_whose_pair_is_in_view():
 
     seq_len, pairs, examples, values = 32, 4, 50, 256
     inputs, labels = mqar.make(examples, seq_len, pairs, 512, seed=0)
-    for window in (1, 3, 8, 16):
+    for window, kernel in ((1, 3), (3, 3), (8, 3), (16, 3), (3, 2), (3, 4)):
         seen = total = 0
         for row in range(examples):
             for q in (labels[row] != IGNORE_LABEL).nonzero().flatten().tolist():
                 i = inputs[row, : 2 * pairs : 2].tolist().index(inputs[row, q].item())
-                seen += any(q - p < window for p in (2 * i + 1, 2 * i + 2) if p <= q)
+                seen += any(q - p < window for p in range(2 * i + 1, 2 * i + kernel) if p <= q)
                 total += 1
         expected = seen / total + (1 - seen / total) / values
-        assert ceiling(seq_len, pairs, window, examples=examples) == pytest.approx(expected)
+        assert ceiling(seq_len, pairs, window, examples=examples, conv_kernel=kernel) == pytest.approx(expected)
+    # The board's hybrid (kernel 3) is the default, and a window of the whole sequence sees every pair.
+    assert ceiling(seq_len, pairs, 3, examples=examples) == ceiling(seq_len, pairs, 3, examples=examples, conv_kernel=3)
     assert ceiling(seq_len, pairs, seq_len, examples=examples) == 1.0
