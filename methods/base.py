@@ -147,9 +147,9 @@ class AttentionMethod(nn.Module):
             raise MethodError(
                 f"{self.name}: v must share (batch, heads, N) with q: {tuple(v.shape)} vs {tuple(q.shape)}"
             )
-        if q.shape[-1] != self.head_dim:
+        if q.shape[-1] != self.query_key_dim:
             raise MethodError(
-                f"{self.name}: built for head_dim={self.head_dim}, got inputs with D={q.shape[-1]}"
+                f"{self.name}: built for queries and keys of width {self.query_key_dim}, got D={q.shape[-1]}"
             )
         if q.shape[2] == 0:
             raise MethodError(f"{self.name}: sequence length must be at least 1")
@@ -157,6 +157,21 @@ class AttentionMethod(nn.Module):
             raise MethodError(f"{self.name}: q, k, v dtypes differ: {q.dtype}, {k.dtype}, {v.dtype}")
 
     # -- what the harness measures about a method, declared here (suite/ never names a method) --
+    @classmethod
+    def query_key_width(cls, head_dim: int, options: dict[str, Any]) -> int:
+        """The width of the queries and keys the method reads (values keep ``head_dim``), known
+        before it is built. A model projects its hidden state once, straight to this width, as
+        Based does for its Taylor map: a method that wants narrower q and k than its head says so
+        here instead of projecting again on top of the model's projection (a second learned
+        projection in series trains far worse on recall: docs/peer_check.md). By default the
+        head's width."""
+        return head_dim
+
+    @property
+    def query_key_dim(self) -> int:
+        """``query_key_width`` of this module: what ``forward`` checks q and k against."""
+        return self.query_key_width(self.head_dim, self.options)
+
     def resolved_options(self) -> dict[str, Any]:
         """The options as this module uses them: nulls resolved (e.g. favor's feature count), plus
         the sizes they imply (e.g. ``num_features``); what a record's ``method.resolved`` holds."""

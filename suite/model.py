@@ -49,30 +49,38 @@ class CausalConv(nn.Module):
 
 
 class MultiHeadAttention(nn.Module):
-    """Projections around one attention method; the method sees (batch, heads, N, head_dim).
-    With ``qkv_conv`` (a kernel size), q, k and v each pass a short causal convolution and SiLU
-    first, as flash-linear-attention's layers do (``use_short_conv``)."""
+    """Projections around one attention method; the method sees q and k of (batch, heads, N,
+    ``query_key_dim``) and v of (batch, heads, N, head_dim). One projection of the hidden state
+    makes all three, q and k straight at the width the method reads (Based's Taylor map: 16), as
+    Based does; most methods read q and k at the head's width. With ``qkv_conv`` (a kernel size),
+    q, k and v each pass a short causal convolution and SiLU first, as flash-linear-attention's
+    layers do (``use_short_conv``)."""
 
     def __init__(self, d_model: int, num_heads: int, method: Mapping, qkv_conv: int | None = None,
                  layer: int = 0) -> None:
         super().__init__()
         self.num_heads = num_heads
-        self.qkv = nn.Linear(d_model, 3 * d_model)
-        self.qkv_conv = CausalConv(3 * d_model, qkv_conv) if qkv_conv else None
-        self.out = nn.Linear(d_model, d_model)
         options = dict(method["options"])
-        if "seed" in methods.get(method["name"]).method_options:
+        method_class = methods.get(method["name"])
+        if "seed" in method_class.method_options:
             # A method that draws at random (FAVOR+'s projection) draws afresh in each attention
             # layer, as Performer does: the layer's seed is the configured one plus its index.
             options["seed"] = (options.get("seed") or 0) + layer
-        self.attention = methods.build(method["name"], head_dim=d_model // num_heads, impl=method["impl"], **options)
+        head_dim = d_model // num_heads
+        self.widths = [num_heads * method_class.query_key_width(head_dim, options)] * 2 + [d_model]  # q, k, v
+        # Built in this order (projections, then the method), every parameter's initial draw is
+        # what it was before the widths could differ.
+        self.qkv = nn.Linear(d_model, sum(self.widths))
+        self.qkv_conv = CausalConv(sum(self.widths), qkv_conv) if qkv_conv else None
+        self.out = nn.Linear(d_model, d_model)
+        self.attention = methods.build(method["name"], head_dim=head_dim, impl=method["impl"], **options)
 
     def forward(self, x: torch.Tensor, causal: bool) -> torch.Tensor:
         b, n, d = x.shape
         qkv = self.qkv(x)
         if self.qkv_conv is not None:
             qkv = F.silu(self.qkv_conv(qkv))
-        q, k, v = qkv.view(b, n, 3, self.num_heads, d // self.num_heads).permute(2, 0, 3, 1, 4)
+        q, k, v = (t.view(b, n, self.num_heads, -1).transpose(1, 2) for t in qkv.split(self.widths, dim=-1))
         o = self.attention(q, k, v, causal=causal)
         return self.out(o.transpose(1, 2).reshape(b, n, d))
 

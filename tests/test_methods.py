@@ -27,7 +27,7 @@ HEADS = 2  # every case's head count: loglinear's per-head variant is built for 
 # Option settings that take another path through a method, beside its defaults (with which every
 # method is tested); a method absent here is tested with its defaults alone.
 OPTION_VARIANTS = {
-    "taylor": [{"feature_dim": 4}, {"feature_dim": 4, "symmetric_half": True}],  # the learned projection
+    "taylor": [{"feature_dim": 4}, {"feature_dim": 4, "symmetric_half": True}],  # q, k narrower than v
     "loglinear": [{"decay": True}, {"decay": True, "num_heads": HEADS}],  # the gates; one projection per head
     "hedgehog": [{"feature_dim": 7}],  # an odd feature_dim, above and below the head dims
     "sliding_window": [{"window": 1}, {"window": 5}, {"window": 17}],  # the token alone; not dividing N; a band
@@ -143,7 +143,7 @@ def test_every_path_matches_the_naive_definition(variant, impl, shape, dtype, ca
     batch, n, d, e, chunk = shape
     device = device_for(impl)
     naive, fast = build(variant, d, "naive", chunk).to(device), build(variant, d, impl, chunk).to(device)
-    q, k, v = random_qkv(batch, n, d, e, dtype, device)
+    q, k, v = random_qkv(batch, n, naive.query_key_dim, e, dtype, device)
     reference = outputs_and_grads(naive, *(t.detach().float().requires_grad_() for t in (q, k, v)), causal)
     out = outputs_and_grads(fast, q, k, v, causal)
     assert out["o"].dtype == out["dq"].dtype == out["dv"].dtype == dtype
@@ -163,8 +163,8 @@ def test_stepping_equals_the_causal_parallel_form(variant, impl, n):
     d, e = 16, 5
     naive, module = build(variant, d), build(variant, d, impl)
     device = device_for(impl)
-    q, k, v = (t.detach() for t in random_qkv(2, n, d, e, device=device))
-    state, outputs = module.to(device).init_state(2, HEADS, d, e, device=device), []
+    q, k, v = (t.detach() for t in random_qkv(2, n, module.query_key_dim, e, device=device))
+    state, outputs = module.to(device).init_state(2, HEADS, module.query_key_dim, e, device=device), []
     for t in range(n):
         o_t, state = module.step(q[:, :, t], k[:, :, t], v[:, :, t], state)
         outputs.append(o_t)
@@ -174,7 +174,7 @@ def test_stepping_equals_the_causal_parallel_form(variant, impl, n):
 @pytest.mark.parametrize("name", methods.available())
 def test_a_state_for_another_head_dim_or_head_count_is_refused(name):
     module = methods.build(name, head_dim=16)
-    with pytest.raises(MethodError, match=rf"^{name}: built (for|with) head_dim=16, init_state got 32"):
+    with pytest.raises(MethodError, match=rf"^{name}: built (for|with) (head_dim=16|queries and keys of width 16), init_state got 32"):
         module.init_state(2, 3, 32, 8)
     q_t, k_t, v_t = (torch.randn(2, 3, d) for d in (16, 16, 8))
     with pytest.raises(MethodError, match=rf"^{name}: "):
@@ -230,8 +230,8 @@ def test_resolved_options_hold_every_option_with_nulls_resolved(variant):
 CONF_DIR = Path(__file__).resolve().parents[1] / "conf" / "method"
 # (method, option): why the suite's runs use another value than the method's own default.
 DELIBERATE = {
-    ("taylor", "feature_dim"): "runs use Based's projection of q and k to 16 dims (273 features); the method's "
-                               "own default, no projection, is the kernel mode=fidelity compares with exp",
+    ("taylor", "feature_dim"): "runs read q and k at Based's 16 dims (273 features), the width the model projects "
+                               "to; the method's own default, the head's width, is what mode=fidelity compares",
 }
 
 
@@ -265,7 +265,7 @@ def test_auto_on_the_cpu_is_a_fast_path_the_method_has(name):
 def test_shape_mismatches_are_named(name):
     module = methods.build(name, head_dim=8)
     q = torch.randn(2, 3, 5, 8)
-    with pytest.raises(MethodError, match="built for head_dim=8, got inputs with D=4"):
+    with pytest.raises(MethodError, match="built for queries and keys of width 8, got D=4"):
         module(q[..., :4], q[..., :4], q)
     with pytest.raises(MethodError, match="v must share"):
         module(q, q, torch.randn(2, 3, 6, 8))
@@ -301,7 +301,7 @@ COST_DIM, COST_VALUE_DIM = 16, 7  # an odd value dim on purpose
 @pytest.mark.parametrize("variant", VARIANTS, ids=variant_id)
 def test_state_bytes_are_the_bytes_prefill_state_holds(variant, n, dtype):
     module = build(variant, COST_DIM)
-    k = torch.randn(2, HEADS, n, COST_DIM, dtype=dtype)
+    k = torch.randn(2, HEADS, n, module.query_key_dim, dtype=dtype)
     v = torch.randn(2, HEADS, n, COST_VALUE_DIM, dtype=dtype)
     state = module.prefill_state(k, v)
     held = sum(t.nbytes for t in (state.values() if isinstance(state, dict) else state))
@@ -320,7 +320,7 @@ IN_PLACE = {torch.ops.aten.baddbmm_: product_flops, torch.ops.aten.addmm_: produ
 
 def counted_flops(module, n: int, causal: bool) -> tuple[int, int]:
     """(forward, backward) FLOPs that torch's counter sees for one call of the module's impl."""
-    q, k, v = random_qkv(2, n, COST_DIM, COST_VALUE_DIM, device="cpu")
+    q, k, v = random_qkv(2, n, module.query_key_dim, COST_VALUE_DIM, device="cpu")
     with FlopCounterMode(display=False, custom_mapping=IN_PLACE) as forward:
         out = module(q, k, v, causal=causal)
     with FlopCounterMode(display=False, custom_mapping=IN_PLACE) as backward:

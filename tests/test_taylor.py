@@ -28,25 +28,30 @@ def test_inner_product_is_second_order_taylor_of_exp(head_dim, symmetric_half):
     assert module.num_features == module.feature_map(q, "query").shape[-1] == 1 + head_dim + quadratic
 
 
-def test_feature_dim_projects_queries_and_keys_with_learned_maps():
+def test_feature_dim_is_the_width_of_the_queries_and_keys_it_reads():
+    """Based's feature_dim is the width the model projects q and k to, once: the map reads them as
+    they are (no learned projection of its own), and values keep the head's width."""
     module = methods.build("taylor", head_dim=32, feature_dim=16)
-    q, k = torch.randn(1, 2, 10, 32), torch.randn(1, 2, 10, 32)
-    with torch.no_grad():
-        projected_q, projected_k = module.query_projection(q), module.key_projection(k)
-        inner = (module.feature_map(q, "query").double() * module.feature_map(k, "key").double()).sum(-1)
-    # s uses the projected dimension: (W_q q).(W_k k) / sqrt(16).
-    assert_close("phi(q).phi(k)", taylor_kernel(projected_q, projected_k), inner, 1e-6)
+    assert module.query_key_dim == 16 == methods.get("taylor").query_key_width(32, {"feature_dim": 16})
+    assert list(module.parameters()) == []
+    q, k, v = torch.randn(1, 2, 10, 16), torch.randn(1, 2, 10, 16), torch.randn(1, 2, 10, 32)
+    inner = (module.feature_map(q, "query").double() * module.feature_map(k, "key").double()).sum(-1)
+    assert_close("phi(q).phi(k)", taylor_kernel(q, k), inner, 1e-6)
     assert module.num_features == 1 + 16 + 256
-    assert {name for name, _ in module.named_parameters()} == {"query_projection.weight", "key_projection.weight"}
-    assert module.query_projection.weight.shape == (16, 32)
+    assert module(q, k, v, causal=True).shape == (1, 2, 10, 32)
+    with pytest.raises(MethodError, match="queries and keys of width 16, got D=32"):
+        module(v, v, v)
 
 
-def test_projection_is_trained_through_forward():
-    module = methods.build("taylor", head_dim=8, feature_dim=4)
-    q, k, v = torch.randn(1, 2, 20, 8), torch.randn(1, 2, 20, 8), torch.randn(1, 2, 20, 8)
-    module(q, k, v, causal=True).square().sum().backward()
-    for name, param in module.named_parameters():
-        assert param.grad is not None and param.grad.abs().max() > 0, name
+def test_the_model_projects_the_hidden_state_once_to_feature_dim():
+    """The attention layer's one projection makes q and k at the method's width (here 8 per head)
+    and v at the head's; no second projection sits between it and the map."""
+    from suite.model import MultiHeadAttention
+
+    layer = MultiHeadAttention(64, 2, {"name": "taylor", "impl": "naive", "options": {"feature_dim": 8}})
+    assert layer.qkv.weight.shape == (2 * 8 + 2 * 8 + 64, 64)
+    assert layer(torch.randn(3, 11, 64), causal=True).shape == (3, 11, 64)
+    assert [name for name, _ in layer.named_parameters()] == ["qkv.weight", "qkv.bias", "out.weight", "out.bias"]
 
 
 def test_symmetric_half_gives_the_same_attention():

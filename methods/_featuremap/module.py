@@ -124,8 +124,9 @@ class FeatureMapAttention(AttentionMethod):
     # -- the recurrent form: running sums of phi(k) v^T and phi(k), kept in float32 ----------
     def init_state(self, batch, heads, head_dim, value_dim, device=None, dtype=None):
         """Zero running sums {"kv": (B,H,F,E), "z": (B,H,F)}; float32 whatever ``dtype`` is."""
-        if head_dim != self.head_dim:
-            raise MethodError(f"{self.name}: built for head_dim={self.head_dim}, init_state got {head_dim}")
+        if head_dim != self.query_key_dim:
+            raise MethodError(f"{self.name}: built for queries and keys of width {self.query_key_dim}, "
+                              f"init_state got {head_dim}")
         f = self.num_features
         return {
             "kv": torch.zeros(batch, heads, f, value_dim, device=device, dtype=torch.float32),

@@ -94,7 +94,8 @@ def measure_point(module: AttentionMethod, batch: int, context: int, heads: int,
     dtype = DTYPES[grid.dtype]
     point = {"context_length": context, "batch_size": batch, "status": "ok", "error": None}
     # The prompt's q, k, v and the prefill output, before any method-specific workspace.
-    needed = 4 * batch * heads * context * head_dim * dtype.itemsize
+    qk_dim = module.query_key_dim  # q and k at the width the method reads, v at the head's
+    needed = (2 * qk_dim + 2 * head_dim) * batch * heads * context * dtype.itemsize
     free = free_memory_bytes(device)
     if free is not None and needed > free:
         point.update(status="oom", error=f"the prompt alone needs {needed:,} bytes, {free:,} free")
@@ -104,7 +105,7 @@ def measure_point(module: AttentionMethod, batch: int, context: int, heads: int,
         return torch.randn(*shape, generator=generator, device=device, dtype=dtype)
 
     try:
-        q, k, v = (random(batch, heads, context, head_dim) for _ in range(3))
+        q, k, v = (random(batch, heads, context, width) for width in (qk_dim, qk_dim, head_dim))
         prefill_times = []
         for _ in range(1 + grid.prefill_repeats):  # the first call compiles, allocates, warms caches
             synchronize(device)
@@ -120,7 +121,8 @@ def measure_point(module: AttentionMethod, batch: int, context: int, heads: int,
         if live is not None:
             point["live_states"] = live
         del q, k, v
-        tokens = random(grid.warmup_steps + grid.timed_steps, 3, batch, heads, head_dim)
+        steps = grid.warmup_steps + grid.timed_steps
+        tokens = zip(*(random(steps, batch, heads, width) for width in (qk_dim, qk_dim, head_dim)))
         step_times = []
         for i, (q_t, k_t, v_t) in enumerate(tokens):
             synchronize(device)

@@ -103,7 +103,7 @@ def peer_implementations(module: methods.AttentionMethod, peers: list[str],
     kernel) unless the method is built on it, and the kernels of other libraries it declares."""
     found = []
     if "sdpa" in peers and "sdpa" not in module.impls:
-        reference = methods.build(methods.REFERENCE, head_dim=module.head_dim)
+        reference = methods.build(methods.REFERENCE, head_dim=module.query_key_dim)  # on the same q, k
         found.append(Implementation(name=SDPA, source="peer", flops=declared_flops(reference, "sdpa"), run=sdpa))
     if "fla" in peers:
         found.extend(fla_implementations(module, device))

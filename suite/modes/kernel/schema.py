@@ -31,6 +31,8 @@ KernelPoint = create_model(
     length=(PositiveInt, Field(..., description="sequence length N")),
     batch=(Optional[PositiveInt], None), heads=(Optional[PositiveInt], None),
     head_dim=(Optional[PositiveInt], None), value_dim=(Optional[PositiveInt], None),
+    query_key_dim=(Optional[PositiveInt], Field(None, description="width of q and k (the method's; head_dim "
+                                                                  "unless it reads narrower ones)")),
     num_features=(Optional[PositiveInt], None), dtype=(Optional[str], None), causal=(Optional[bool], None),
     flop_model=(Optional[str], None),
     status=(Literal[POINT_STATUSES], "ok"), reason=(Optional[str], None),

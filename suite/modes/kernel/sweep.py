@@ -54,11 +54,11 @@ def dtype_unsupported(dtype: torch.dtype, device: torch.device) -> str | None:
     return None
 
 
-def make_inputs(batch: int, heads: int, n: int, head_dim: int, value_dim: int, dtype: torch.dtype,
+def make_inputs(batch: int, heads: int, n: int, query_key_dim: int, value_dim: int, dtype: torch.dtype,
                 device: torch.device, seed: int) -> tuple[torch.Tensor, ...]:
     """q, k, v (leaves requiring grad) and the output gradient, seeded per length."""
     generator = torch.Generator(device=device).manual_seed(seed + n)
-    shapes = ((batch, heads, n, head_dim),) * 2 + ((batch, heads, n, value_dim),) * 2
+    shapes = ((batch, heads, n, query_key_dim),) * 2 + ((batch, heads, n, value_dim),) * 2
     q, k, v, grad_out = (torch.randn(s, generator=generator, device=device, dtype=dtype) for s in shapes)
     for t in (q, k, v):
         t.requires_grad_(True)
@@ -145,7 +145,7 @@ def run_sweep(config: Mapping, grid: Mapping, device: torch.device, log: Callabl
                               + peer_implementations(module, grid["peers"], device))
                 for causal in grid["causal"]:
                     shape = {"batch": grid["batch"], "heads": grid["heads"], "head_dim": head_dim,
-                             "value_dim": grid["value_dim"] or head_dim, "dtype": dtype_name, "causal": causal,
+                             "query_key_dim": module.query_key_dim, "value_dim": grid["value_dim"] or head_dim, "dtype": dtype_name, "causal": causal,
                              "num_features": module.resolved_options().get("num_features")}
                     for impl in candidates:
                         sweep.points.extend(measure_series(impl, shape, grid, device, config["seed"],
@@ -193,7 +193,7 @@ def measure_series(impl: Implementation, shape: Mapping, grid: Mapping, device: 
 def run_point(impl: Implementation, shape: Mapping, n: int, device: torch.device, grid: Mapping, seed: int) -> dict:
     """Measure one point; an out-of-memory or a failure becomes the point's status, never a crash."""
     try:
-        inputs = make_inputs(shape["batch"], shape["heads"], n, shape["head_dim"], shape["value_dim"],
+        inputs = make_inputs(shape["batch"], shape["heads"], n, shape["query_key_dim"], shape["value_dim"],
                              DTYPES[shape["dtype"]], device, seed)
         return measure_point(impl, inputs, shape["causal"], device, grid)
     except MethodError as exc:  # the method refuses this input (e.g. longer than its levels cover)

@@ -363,9 +363,10 @@ def recurrent_state_bytes(model: torch.nn.Module, seq_len: int) -> int:
 
     total = 0
     for layer in (m for m in model.modules() if isinstance(m, MultiHeadAttention)):
-        shape = (1, layer.num_heads, seq_len, layer.attention.head_dim)
+        attention, device = layer.attention, layer.qkv.weight.device
         with torch.no_grad():
-            k, v = (torch.randn(shape, device=layer.qkv.weight.device) for _ in range(2))
+            k, v = (torch.randn(1, layer.num_heads, seq_len, width, device=device)
+                    for width in (attention.query_key_dim, attention.head_dim))
             total += state_bytes(layer.attention.prefill_state(k, v))
     return total
 
