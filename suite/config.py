@@ -192,6 +192,7 @@ class _Protocol(TypedDict):
                                rule("be a non-empty list of positive numbers")]]
     seeds: NotRequired[Annotated[list[Annotated[int, Strict()]], Field(min_length=1), AfterValidator(distinct),
                                  rule("be a non-empty list of distinct integers")]]
+    bracket: NotRequired[Annotated[int, Strict(), Field(ge=0), rule("be an integer >= 0 (rates to add past an edge)")]]
 
 
 Protocol = Annotated[_Protocol, AfterValidator(sweep_lists)]

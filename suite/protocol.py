@@ -21,6 +21,22 @@ def with_lr_and_seed(config: Mapping, lr: float, seed: int) -> dict:
     return varied
 
 
+def one_significant_digit(x: float) -> float:
+    """``x`` rounded to one significant digit, as the grids write their rates (3e-4, not 3.33e-4)."""
+    return float(f"{x:.0e}")
+
+
+def rate_past_edge(tried: list[float], chosen: float) -> float | None:
+    """The next rate past the edge of ``tried`` where ``chosen`` sits, one step of the edge's own
+    ratio beyond it (1e-3 below 3e-3: 3e-4); None when ``chosen`` is inside (or the grid is one rate)."""
+    rates = sorted(set(tried))
+    if len(rates) < 2 or rates[0] < chosen < rates[-1]:
+        return None
+    if chosen == rates[0]:
+        return one_significant_digit(rates[0] * rates[0] / rates[1])
+    return one_significant_digit(rates[-1] * rates[-1] / rates[-2])
+
+
 def run_protocol(config: Mapping, resume: bool) -> Outcome:
     """Run ``config`` under its protocol; the outcome of the last run (interrupted stops at once)."""
     validate(config)  # before the first run of a sweep: protocol.lrs and protocol.seeds too
@@ -36,6 +52,22 @@ def run_protocol(config: Mapping, resume: bool) -> Outcome:
             return outcome
         swept.append(records.read_record(path))
     chosen = records.select_lr(swept)
+    added = {"below": 0, "above": 0}
+    while chosen is not None and (beyond := rate_past_edge([r["config"]["budget"]["lr"] for r in swept], chosen)):
+        side = "below" if beyond < chosen else "above"
+        if added[side] >= protocol.get("bracket", 0):
+            print(f"lr_sweep: the best rate {chosen:g} is still at the {'low' if side == 'below' else 'high'} "
+                  f"edge after {added[side]} added rate(s) (protocol.bracket={protocol.get('bracket', 0)})",
+                  flush=True)
+            break
+        added[side] += 1
+        print(f"lr_sweep: the best rate {chosen:g} sits at an edge of the rates tried; adding {beyond:g} "
+              f"(seed {seeds[0]})", flush=True)
+        path, outcome = run(with_lr_and_seed(config, beyond, seeds[0]), resume=True)
+        if outcome.status == "interrupted":
+            return outcome
+        swept.append(records.read_record(path))
+        chosen = records.select_lr(swept)
     if chosen is None:
         print("lr_sweep: no learning rate gave an ok run; no seeds are run", flush=True)
         return outcome

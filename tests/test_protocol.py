@@ -81,7 +81,7 @@ def test_swept_rates_enter_the_config_as_floats(make_config):
 
 
 SWEEP = ("method=linear", "task=mqar", "budget=smoke", "protocol=lr_sweep", "protocol.lrs=[1e-3,1e-2]",
-         "protocol.seeds=[0,1]")
+         "protocol.seeds=[0,1]", "protocol.bracket=0")
 
 
 def written(results) -> list:
@@ -120,3 +120,34 @@ def test_bad_sweep_lists_are_one_line_exit_2_writing_nothing(tmp_path, data_dir,
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: protocol."), done.stderr[-2000:]
     assert not results.exists() or written(results) == []
+
+
+@pytest.mark.parametrize("tried, chosen, beyond", [
+    ([1e-3, 3e-3, 1e-2], 1e-3, 3e-4),  # the board's grid: one step of its own ratio, one significant digit
+    ([1e-3, 3e-3, 1e-2], 1e-2, 3e-2),
+    ([1e-3, 3e-3, 1e-2], 3e-3, None),  # inside: bracketed
+    ([3e-4, 1e-3, 3e-3, 1e-2], 3e-4, 9e-5),
+    ([1e-3], 1e-3, None),  # one rate has no ratio to step by
+])
+def test_the_rate_past_an_edge_steps_by_the_edges_ratio(tried, chosen, beyond):
+    from suite.protocol import rate_past_edge
+
+    assert rate_past_edge(tried, chosen) == beyond
+
+
+def test_a_sweep_whose_best_rate_sits_at_an_edge_tries_the_rate_past_it(tmp_path, data_dir):
+    """Two rates always leave the best at an edge: the sweep adds the next rate past it (at seed 0),
+    at most ``protocol.bracket`` per side, and runs the other seeds at the rate chosen among all."""
+    results = tmp_path / "results"
+    done = cli(*SWEEP[:-1], "protocol.bracket=1", f"results_dir={results}", data_dir=data_dir, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-2000:]
+    runs = [records.read_record(p) for p in written(results)]
+    first = [r for r in runs if r["config"]["seed"] == 0]
+    rates = sorted(r["config"]["budget"]["lr"] for r in first)
+    assert len(first) in (3, 4) and {1e-3, 1e-2} < set(rates) <= {1e-4, 1e-3, 1e-2, 1e-1}
+    assert "sits at an edge of the rates tried; adding" in done.stdout
+    if len(first) == 3:  # one side added, and the best is then inside or the cap of 1 was reached
+        chosen = records.select_lr(first)
+        assert chosen == rates[1] or "is still at the" in done.stdout
+    others = [r for r in runs if r["config"]["seed"] == 1]
+    assert len(others) == 1 and others[0]["config"]["budget"]["lr"] == records.select_lr(first)
