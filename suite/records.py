@@ -47,6 +47,7 @@ NEUTRAL_VALUES: dict[tuple[str, ...], Any] = {
     ("model", "mlp"): True,
     ("model", "conv_kernel"): 3,
     ("method", "version"): 1,  # the method's code version (suite.run.with_method_version)
+    ("task", "test_lengths"): [],
 }
 HASH_VERSION = 1
 # What the learning-rate protocol varies inside one board cell (see suite.protocol).

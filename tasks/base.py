@@ -31,6 +31,17 @@ class TaskInfo:
 
 
 @dataclass
+class LengthTest:
+    """A test split longer than the task's, for evaluation only (a recall task scored where a fixed
+    state must hold more bindings than it trained on)."""
+
+    seq_len: int
+    split: Dataset
+    baseline: float
+    extra: dict = field(default_factory=dict)  # what else sets the split apart (e.g. its pairs)
+
+
+@dataclass
 class TaskData:
     """Three splits whose items are dicts: ``input_ids`` (int64, length <= seq_len) and ``label``.
 
@@ -45,3 +56,4 @@ class TaskData:
     val: Dataset
     test: Dataset
     baseline: float
+    length_tests: list[LengthTest] = field(default_factory=list)  # longer test splits (``task.test_lengths``)

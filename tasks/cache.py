@@ -89,14 +89,15 @@ def compact(values: torch.Tensor) -> np.ndarray:
     return values.numpy().astype(np.int16 if small else np.int32)
 
 
-def generated_splits(cache_root: Path, fields: Mapping, make: MakeSplit) -> datasets.DatasetDict:
-    """Train, val and test from ``make(num_examples, seed)``, cached under
+def generated_splits(cache_root: Path, fields: Mapping, make: MakeSplit,
+                     names: tuple[str, ...] = SPLITS) -> datasets.DatasetDict:
+    """The splits ``names`` (train, val and test) from ``make(num_examples, seed)``, cached under
     ``cache_root/<digest of fields>``; ``fields`` must hold ``data_seed`` and ``num_<split>``."""
     cache_dir = cache_root / fields_key(fields)
 
     def build(work_dir: Path) -> datasets.DatasetDict:
         splits = {}
-        for split in SPLITS:
+        for split in names:
             inputs, labels = make(fields[f"num_{split}"], split_seed(fields["data_seed"], split))
             splits[split] = datasets.Dataset.from_dict({"input_ids": compact(inputs), "label": compact(labels)})
         # What defines the data, readable beside it, for whoever wonders what a folder holds.

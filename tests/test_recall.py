@@ -142,6 +142,24 @@ def test_mqar_loader_describes_the_task_and_caches_its_splits(tmp_path):
     assert not torch.equal(other.test[0]["input_ids"], data.test[0]["input_ids"])
 
 
+def test_mqar_test_lengths_are_longer_test_splits_with_as_many_pairs_per_token(tmp_path):
+    data = tasks.load("mqar", mqar_config(test_lengths=[128, 192]), tmp_path)
+    assert [(t.seq_len, t.extra["num_kv_pairs"], t.baseline) for t in data.length_tests] == [
+        (128, 8, 1 / 8), (192, 12, 1 / 12)]  # 4 pairs in 64 tokens, as training has
+    for test in data.length_tests:
+        assert len(test.split) == 20  # the task's test size
+        ids, labels = test.split[0]["input_ids"], test.split[0]["label"]
+        assert ids.shape == labels.shape == (test.seq_len,)
+        assert (labels != IGNORE).sum() == test.extra["num_kv_pairs"]
+    assert tasks.load("mqar", mqar_config(), tmp_path).length_tests == []
+
+
+@pytest.mark.parametrize("lengths", [[64], [32], ["128"], 128, [True]])
+def test_mqar_test_lengths_must_be_longer_lengths(tmp_path, lengths):
+    with pytest.raises(TaskError, match="task.test_lengths="):
+        tasks.load("mqar", mqar_config(test_lengths=lengths), tmp_path)
+
+
 @pytest.mark.parametrize("key,value", [("source", "local"), ("num_train", 0), ("power_a", 0), ("data_seed", "x")])
 def test_mqar_loader_names_a_bad_config_value(tmp_path, key, value):
     with pytest.raises(TaskError, match=f"task.{key}="):

@@ -107,6 +107,20 @@ def test_train_record_carries_state_bytes_and_cpu_threads(make_config, method, e
     assert metrics["cpu_threads"] == 1
 
 
+def test_a_recall_run_is_tested_at_its_longer_lengths_with_the_same_weights(make_config):
+    config = make_config("method=linear", "task=mqar", "model=hybrid", "task.test_lengths=[128]")
+    lengths = train_record(config)["metrics"]["length_accuracy"]
+    pairs = 128 * config["task"]["num_kv_pairs"] // config["task"]["seq_len"]
+    assert [(m["seq_len"], m["num_kv_pairs"], m["baseline_accuracy"]) for m in lengths] == [(128, pairs, 1 / pairs)]
+    assert 0 <= lengths[0]["accuracy"] <= 1
+
+
+def test_longer_test_lengths_need_a_model_without_learned_positions(make_config):
+    config = make_config("method=linear", "task=mqar", "model.position=learned", "task.test_lengths=[128]")
+    with pytest.raises(ConfigError, match="learned position embeddings stop at task.seq_len=64"):
+        run(config, resume=False)
+
+
 def test_baseline_verdict_clearly_above():
     verdict = baseline_verdict(0.9, 0.1, "majority class", 1000)
     assert verdict.startswith("test accuracy 90.0% is above the baseline of 10.0% (majority class) by 80.0 points")

@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from tasks.base import IGNORE_LABEL, TaskData, TaskError, TaskInfo
+from tasks.base import IGNORE_LABEL, LengthTest, TaskData, TaskError, TaskInfo
 from tasks.cache import generated_splits
 from tasks.options import choice_option, int_option, split_sizes
 from tasks.recall.sampling import distinct_uniform, sample_without_replacement
@@ -99,6 +99,8 @@ def load(config: Mapping, data_dir: Path) -> TaskData:
         lambda num, seed: make(num, seq_len, num_kv_pairs, vocab_size, seed, float(power_a)),
     )
     num_values = vocab_size - vocab_size // 2
+    length_tests = [length_test(fields, length, data_dir) for length in test_lengths(config, seq_len, num_kv_pairs,
+                                                                                      vocab_size)]
     info = TaskInfo(
         name=config.get("name", "mqar"),
         family="recall",
@@ -111,4 +113,30 @@ def load(config: Mapping, data_dir: Path) -> TaskData:
         extra={"num_kv_pairs": num_kv_pairs, "num_values": num_values, "power_a": float(power_a)},
     )
     return TaskData(info=info, train=TokenTargets(splits["train"]), val=TokenTargets(splits["val"]),
-                    test=TokenTargets(splits["test"]), baseline=1.0 / num_kv_pairs)
+                    test=TokenTargets(splits["test"]), baseline=1.0 / num_kv_pairs, length_tests=length_tests)
+
+
+def test_lengths(config: Mapping, seq_len: int, num_kv_pairs: int, vocab_size: int) -> list[int]:
+    """``task.test_lengths``: longer lengths to test at, each checked as Zoology's generator checks
+    its sizes (the pairs grow with the length, see ``length_test``)."""
+    lengths = config.get("test_lengths") or []
+    if not isinstance(lengths, list) or any(isinstance(n, bool) or not isinstance(n, int) or n <= seq_len
+                                            for n in lengths):
+        raise TaskError(f"task.test_lengths={lengths!r}: expected a list of lengths longer than seq_len={seq_len}")
+    for n in lengths:
+        check(n, n * num_kv_pairs // seq_len, vocab_size)
+    return lengths
+
+
+def length_test(fields: Mapping, length: int, data_dir: Path) -> LengthTest:
+    """A test split of ``length`` tokens with as many pairs per token as the task's (Based's test
+    points keep that density: 4 pairs in 64 tokens, 256 in 1,024), so a longer test binds more
+    pairs than training did. Its examples are drawn from the test seed at that size."""
+    pairs = length * fields["num_kv_pairs"] // fields["seq_len"]
+    sized = {key: value for key, value in fields.items() if key not in ("num_train", "num_val")}
+    sized.update(seq_len=length, num_kv_pairs=pairs)
+    split = generated_splits(
+        Path(data_dir) / "recall" / "mqar", sized,
+        lambda num, seed: make(num, length, pairs, fields["vocab_size"], seed, fields["power_a"]), names=("test",),
+    )["test"]
+    return LengthTest(seq_len=length, split=TokenTargets(split), baseline=1.0 / pairs, extra={"num_kv_pairs": pairs})

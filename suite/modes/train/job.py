@@ -20,6 +20,7 @@ import tasks
 from methods.base import AttentionMethod
 from suite import checkpoint, logger, records
 from suite.data import capped, collate, real_tokens
+from suite.errors import ConfigError
 from suite.hardware import RunMemory, synchronize
 from suite.metrics import format_value
 from suite.model import build_model, token_loss
@@ -312,6 +313,8 @@ def finish(run: Run, progress: Progress, outcome: Outcome, data: TaskData) -> No
             val_accuracy=progress.best_val,
             best_step=progress.best_step,
         )
+        if data.length_tests:
+            outcome.metrics["length_accuracy"] = test_at_lengths(run, data)
     outcome.metrics.update(
         baseline_accuracy=data.baseline,
         baseline_name=data.info.baseline_name,
@@ -329,6 +332,14 @@ def finish(run: Run, progress: Progress, outcome: Outcome, data: TaskData) -> No
         cpu_threads=torch.get_num_threads() if run.device.type == "cpu" else None,
         train_wall_time_s=time.perf_counter() - progress.started,
     )
+
+
+def test_at_lengths(run: Run, data: TaskData) -> list[dict]:
+    """Accuracy of the best weights on each longer test split (``task.test_lengths``), beside its baseline."""
+    return [{"seq_len": test.seq_len, **test.extra, "baseline_accuracy": test.baseline,
+             "accuracy": evaluate(run.model, DataLoader(test.split, batch_size=run.budget["batch_size"],
+                                                        collate_fn=collate), run.device)}
+            for test in data.length_tests]
 
 
 def task_config(config: Mapping) -> dict:
@@ -375,6 +386,10 @@ def job(config: Mapping, device: torch.device) -> JobResult:
     """mode=train: train on the task, test at the best validation step."""
     tasks.loader(config["task"]["name"])  # unknown task: fail before any work
     data = load_data(config)
+    if data.length_tests and config["model"].get("position", "learned") == "learned":
+        raise ConfigError(f"task.test_lengths tests at lengths up to {max(t.seq_len for t in data.length_tests)}, "
+                          f"but learned position embeddings stop at task.seq_len={data.info.seq_len}; "
+                          f"use a model with position: none (e.g. model=hybrid)")
     resolved = None
     try:
         outcome, model = train(config, data, device)
