@@ -92,7 +92,7 @@ def test_a_failing_point_is_an_error_point_not_a_crash():
     failing = implementations.Implementation(name="broken", source="method", flops=lambda *shape: (1.0, 2.0),
                                              run=lambda q, k, v, causal: 1 / 0)
     grid = {**PAPER_GRID, "lengths": [16, 32], "max_length": {}, "warmup": 1, "repeats": 1}
-    shape = {"batch": 1, "heads": 1, "head_dim": 8, "value_dim": 8, "dtype": "float32", "causal": True}
+    shape = {"batch": 1, "heads": 1, "head_dim": 8, "query_key_dim": 8, "value_dim": 8, "dtype": "float32", "causal": True}
     points = sweep.measure_series(failing, shape, grid, torch.device("cpu"), 0, None)
     assert [p["status"] for p in points] == ["error", "error"]
     assert points[0]["reason"].startswith("ZeroDivisionError")
@@ -174,8 +174,8 @@ def test_points_carry_the_flops_their_method_declares_and_sdpa_counts_as_softmax
     module = kernel_module("linear")
     found = {i.name: i for i in implementations.method_implementations(module, ["naive", "chunk"], torch.device("cpu"))
              + implementations.peer_implementations(module, ["sdpa"], torch.device("cpu"))}
-    shape = {"batch": 2, "heads": 3, "head_dim": module.head_dim, "value_dim": module.head_dim, "dtype": "float32",
-             "causal": True}
+    shape = {"batch": 2, "heads": 3, "head_dim": module.head_dim, "query_key_dim": module.query_key_dim,
+             "value_dim": module.head_dim, "dtype": "float32", "causal": True}
     grid = {**PAPER_GRID, "lengths": [48], "max_length": {}, "warmup": 1, "repeats": 1}
     softmax = methods.build("softmax", head_dim=module.head_dim)
     for name, counted_by, impl in (("chunk", module, "chunk"), ("naive", module, "naive"), ("sdpa", softmax, "sdpa")):
