@@ -353,10 +353,24 @@ def declared_paths(schema: Any, prefix: str = "") -> dict[str, Any]:
     return found
 
 
-def free_mapping(tp: Any) -> bool:
-    """Whether ``tp`` is a mapping of any keys to any values: its owner checks them (a method's options)."""
-    tp = unwrapped(tp)
-    return typing.get_origin(tp) is dict and typing.get_args(tp)[1] is Any
+def admits(schema: Any, parts: list[str]) -> bool:
+    """Whether ``schema`` declares the key ``parts`` (through nested TypedDicts and mappings by name,
+    e.g. a mode's grids by budget), or the key lies in a mapping of any keys whose owner checks them
+    (a method's options)."""
+    for part in parts:
+        schema = unwrapped(schema)
+        if is_typeddict(schema):
+            hints = typing.get_type_hints(schema, include_extras=True)
+            if part not in hints:
+                return False
+            schema = hints[part]
+        elif typing.get_origin(schema) is dict:
+            if typing.get_args(schema)[1] is Any:
+                return True
+            schema = typing.get_args(schema)[1]
+        else:
+            return False
+    return True
 
 
 def added_key(key: str) -> str | None:
@@ -364,13 +378,10 @@ def added_key(key: str) -> str | None:
     schema declares (every run's, or a mode's: a key a config may lack) or lie in a mapping whose owner
     checks it (``method.options``: the method refuses an option it lacks); else, as for any misspelled
     key, one line with the key meant. None when it is admitted."""
-    paths: dict[str, Any] = {}
-    for schema in (RunConfig, *(run_schema(mode) for mode in modes.registry())):
-        paths.update(declared_paths(schema))
-    parts = key.split(".")
-    if key in paths or any(free_mapping(paths.get(".".join(parts[:i]))) for i in range(1, len(parts))):
+    schemas = (RunConfig, *(run_schema(mode) for mode in modes.registry()))
+    if any(admits(schema, key.split(".")) for schema in schemas):
         return None
-    return unknown_key(key, paths)
+    return unknown_key(key, [path for schema in schemas for path in declared_paths(schema)])
 
 
 # ``${oc.env:NAME}`` (alone or inside another resolver): reads an environment variable into the config,
