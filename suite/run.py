@@ -174,6 +174,9 @@ def write_or_keep(record: Mapping, results_dir: str, config_hash: str) -> Path:
         return records.write_record(record, results_dir)
     except (OSError, records.RecordError) as exc:
         failed = records.why_not_written(exc, records.record_path(record, results_dir))
+    if record["status"] == "interrupted":  # not finished: the same command resumes from the checkpoints
+        raise ConfigError(f"the record was not written: {failed}; the run's checkpoints, if any, are kept for the "
+                          "same command to resume")
     kept = checkpoint.folder(results_dir, config_hash) / KEPT_RECORD
     try:
         records.write_atomically(kept, lambda tmp: tmp.write_text(json.dumps(record, indent=2, default=str) + "\n"))

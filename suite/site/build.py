@@ -213,6 +213,9 @@ def staged(out_dir: Path) -> Iterator[Path]:
     try:
         parent.mkdir(parents=True, exist_ok=True)
         stage = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.building-", dir=parent))
+        umask = os.umask(0)
+        os.umask(umask)
+        stage.chmod(0o777 & ~umask)  # as a folder made by mkdir (mkdtemp's is private): a web server reads it
     except OSError as exc:
         raise SiteError(f"cannot build beside --out {str(out_dir)!r}: {exc.filename or parent}: "
                         f"{exc.strerror or exc}") from exc
