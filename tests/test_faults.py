@@ -367,6 +367,29 @@ def test_a_record_that_cannot_be_written_is_kept_and_the_same_command_writes_it_
     assert not kept.parent.exists() and files_under(results) == [path]
 
 
+def test_an_interrupted_run_whose_record_cannot_be_written_resumes_from_its_checkpoint(make_config, monkeypatch):
+    config = make_config(*FAST, "budget.max_steps=4", "budget.checkpoint_every=1")
+    results = Path(config["results_dir"])
+    real_log = suite.logger.NullLogger.log
+
+    def log_then_terminate(self, metrics, step=None):
+        if step == 2 and "train/loss" in metrics:
+            os.kill(os.getpid(), signal.SIGTERM)
+        real_log(self, metrics, step)
+
+    monkeypatch.setattr(suite.logger.NullLogger, "log", log_then_terminate)
+    folder = results / "train" / "mqar" / "softmax"
+    folder.parent.mkdir(parents=True)
+    folder.write_text("")  # no interrupted record can be written: it is not kept either (not finished)
+    with pytest.raises(ConfigError, match="the run's checkpoints, if any, are kept for the same command to resume$"):
+        run(config)
+    assert not list(results.rglob("record.kept")) and list(results.rglob("step-*.pt"))
+    monkeypatch.setattr(suite.logger.NullLogger, "log", real_log)
+    folder.unlink()
+    path, outcome = run(config)  # resumes from step 2 to the end
+    assert outcome.status == "ok" and records.read_record(path)["metrics"]["steps"] == 4
+
+
 def test_a_full_disk_during_a_checkpoint_says_no_space_left(make_config, monkeypatch):
     write_bytes = Path.write_bytes
     monkeypatch.setattr(Path, "write_bytes", lambda path, data: write_bytes(Path("/dev/full"), data))
