@@ -84,6 +84,9 @@ def check_group_choices(argv: list[str]) -> str | None:
                 f"(Hydra's override grammar: https://hydra.cc/docs/advanced/override_grammar/basic/)")
     for override in overrides:
         group = override.key_or_group
+        problem = None if group.split(".")[0] == "hydra" else key_problem(override)  # Hydra's own are not recorded
+        if problem:
+            return problem
         if override.is_delete() or override.package is not None or not is_group(group):
             continue
         valid = group_choices(group)
@@ -97,6 +100,18 @@ def check_group_choices(argv: list[str]) -> str | None:
                 if missing:
                     return missing
     return None
+
+
+def key_problem(override) -> str | None:
+    """A one-line refusal of a key override that would put into the record what the command did not
+    mean: an environment variable, or a key added with ``+`` that nothing reads (a typo, run in silence)."""
+    from suite.config import added_key, reads_environment
+
+    key = override.key_or_group
+    problem = reads_environment(key, override.input_line.partition("=")[2])
+    if problem is None and override.is_add() and not is_group(key):
+        problem = added_key(key)
+    return problem
 
 
 def missing_launcher_plugin(launcher: str) -> str | None:
@@ -116,6 +131,17 @@ def missing_launcher_plugin(launcher: str) -> str | None:
         return (f"hydra/launcher={launcher} needs the {package.split('.')[1]} plugin: "
                 f"pip install -e '.[cluster]'")
     return None
+
+
+def hydra_dir_problem() -> str | None:
+    """A line when $SUITE_HYDRA_DIR, where Hydra writes its logs, names a file (Hydra would raise)."""
+    from suite.records import file_in_the_way
+
+    folder = os.environ.get("SUITE_HYDRA_DIR")
+    blocking = file_in_the_way(Path(folder)) if folder else None
+    if blocking is None:
+        return None
+    return f"SUITE_HYDRA_DIR={folder!r} is not a folder ({blocking} is a file); name a folder for Hydra's logs"
 
 
 # -- what Hydra raised while composing, said in one line ---------------------------------------------
@@ -221,7 +247,7 @@ def main() -> None:
     from suite.errors import USER_ERRORS
 
     argv = sys.argv[1:]
-    problem = check_group_choices(argv)
+    problem = check_group_choices(argv) or hydra_dir_problem()
     if problem:
         print(f"error: {problem}", file=sys.stderr)
         sys.exit(EXIT_USER_ERROR)
@@ -238,6 +264,7 @@ def main() -> None:
         from hydra.types import RunMode
 
         from suite.protocol import run_protocol
+        from suite.sweep import note
 
         config = OmegaConf.to_container(cfg, resolve=True)
         sweeping = HydraConfig.get().mode == RunMode.MULTIRUN
@@ -248,8 +275,11 @@ def main() -> None:
             for line in str(exc).splitlines():  # one line per mistake
                 print(f"error: {line}", file=sys.stderr)
             if sweeping:
-                return  # this job is refused; the sweep goes on
+                note("refused", str(exc))
+                return  # this job is refused; the sweep goes on, and exits non-zero at its end
             sys.exit(EXIT_USER_ERROR)
+        if sweeping:
+            note(outcome.status, outcome.error)
         if outcome.status == "interrupted":
             sys.exit(EXIT_INTERRUPTED)  # in a sweep too: Ctrl-C stops the sweep, not just this job
         if outcome.status not in ("ok", "skipped") and not sweeping:

@@ -10,6 +10,7 @@ stopping signal until the loop is between two steps, where a checkpoint is of a 
 
 from __future__ import annotations
 
+import io
 import pickle  # for its exception class only: checkpoints are read with torch.load(weights_only=True)
 import random
 import re
@@ -56,7 +57,9 @@ def save(directory: Path, config_hash: str, step: int, state: dict) -> Path:
     a later step belongs to a history this run started over from, so it goes too."""
     path = directory / f"step-{step:09d}.pt"
     header = {"format": FORMAT, "torch": TORCH, "config_hash": config_hash, "step": step}
-    write_atomically(path, lambda tmp: torch.save({**header, **state}, tmp))
+    buffer = io.BytesIO()  # serialised in memory, written by Python: a full disk says "No space left"
+    torch.save({**header, **state}, buffer)  # (torch's own writer says "enforce fail at inline_container.cc")
+    write_atomically(path, lambda tmp: tmp.write_bytes(buffer.getbuffer()))
     kept = [p for p in saved(directory) if step_of(p) <= step][-KEEP:]
     for old in saved(directory):
         if old not in kept:

@@ -13,6 +13,7 @@ a task's own options (``tasks/`` check theirs when loading); only the task keys 
 """
 
 import difflib
+import re
 import typing
 from collections.abc import Mapping
 from functools import cache
@@ -110,6 +111,24 @@ _Folder = Annotated[str, Strict(), Field(pattern=r"\S")]  # not empty, not blank
 Name = Annotated[str, Strict(), Field(min_length=1), rule("be a name")]
 
 
+def at_most(limit: int, floor: int = 1) -> AfterValidator:
+    """A number in [floor, limit] (None passes): the rule's message for its type, this one for its range."""
+    def check(value):
+        if value is not None and not floor <= value <= limit:
+            raise Broken(f"be in [{floor}, {limit}]")
+        return value
+    return AfterValidator(check)
+
+
+# Every generator a run seeds (torch, numpy, the data orders derived from it) takes these; torch
+# refuses a seed beyond 64 bits, numpy one beyond 32.
+SEED_LIMIT = 2**32 - 1
+Seed = Annotated[Integer, at_most(SEED_LIMIT, floor=0)]
+# torch.set_num_threads takes any count, and crashes the process far above the cores a machine has.
+THREADS_LIMIT = 1024
+Threads = Annotated[CountOrNull, at_most(THREADS_LIMIT)]
+
+
 # -- the blocks of the config ------------------------------------------------------------------------
 
 @with_config(CLOSED)
@@ -190,8 +209,8 @@ class _Protocol(TypedDict):
     name: Annotated[str, one_of("protocol", PROTOCOLS, "valid protocols")]
     lrs: NotRequired[Annotated[list[Annotated[BareNumber, Field(gt=0)]], Field(min_length=1),
                                rule("be a non-empty list of positive numbers")]]
-    seeds: NotRequired[Annotated[list[Annotated[int, Strict()]], Field(min_length=1), AfterValidator(distinct),
-                                 rule("be a non-empty list of distinct integers")]]
+    seeds: NotRequired[Annotated[list[Annotated[int, Strict(), at_most(SEED_LIMIT, floor=0)]], Field(min_length=1),
+                                 AfterValidator(distinct), rule("be a non-empty list of distinct integers")]]
     bracket: NotRequired[Annotated[int, Strict(), Field(ge=0), rule("be an integer >= 0 (rates to add past an edge)")]]
 
 
@@ -235,14 +254,14 @@ class Training(TypedDict):
 # misspelled top-level key is refused by Hydra when composing.
 @with_config(OPEN)
 class RunConfig(TypedDict):
-    seed: Integer
+    seed: Seed
     # No hint among three short names: 'gpu' is closer to 'cpu' than to the 'cuda' it means.
     device: Annotated[str, one_of("device", DEVICES, hint=False)]
     results_dir: Annotated[_Folder, rule("name a folder (default: results)")]
     data_dir: NotRequired[DataDir]
     force: NotRequired[Bool]
     resume: NotRequired[Bool]
-    cpu_threads: NotRequired[CountOrNull]
+    cpu_threads: NotRequired[Threads]
     memory_cap_bytes: NotRequired[Annotated[BareCount | None, rule("be a positive integer (bytes) or null")]]
     method: Method
     mode: ModeName
@@ -321,6 +340,62 @@ def declared_keys(schema: Any, loc: tuple) -> list[str]:
             return []
     schema = unwrapped(schema)
     return list(typing.get_type_hints(schema)) if is_typeddict(schema) else []
+
+
+def declared_paths(schema: Any, prefix: str = "") -> dict[str, Any]:
+    """Every key ``schema`` declares, as a dotted path, with its type (nested TypedDicts descended)."""
+    schema = unwrapped(schema)
+    if not is_typeddict(schema):
+        return {}
+    found = {}
+    for key, tp in typing.get_type_hints(schema, include_extras=True).items():
+        found[f"{prefix}{key}"] = tp
+        found.update(declared_paths(tp, f"{prefix}{key}."))
+    return found
+
+
+def admits(schema: Any, parts: list[str]) -> bool:
+    """Whether ``schema`` declares the key ``parts`` (through nested TypedDicts and mappings by name,
+    e.g. a mode's grids by budget), or the key lies in a mapping of any keys whose owner checks them
+    (a method's options)."""
+    for part in parts:
+        schema = unwrapped(schema)
+        if is_typeddict(schema):
+            hints = typing.get_type_hints(schema, include_extras=True)
+            if part not in hints:
+                return False
+            schema = hints[part]
+        elif typing.get_origin(schema) is dict:
+            if typing.get_args(schema)[1] is Any:
+                return True
+            schema = typing.get_args(schema)[1]
+        else:
+            return False
+    return True
+
+
+def added_key(key: str) -> str | None:
+    """A key added on the command line (``+key=value``: one the composed config lacks) must be one a
+    schema declares (every run's, or a mode's: a key a config may lack) or lie in a mapping whose owner
+    checks it (``method.options``: the method refuses an option it lacks); else, as for any misspelled
+    key, one line with the key meant. None when it is admitted."""
+    schemas = (RunConfig, *(run_schema(mode) for mode in modes.registry()))
+    if any(admits(schema, key.split(".")) for schema in schemas):
+        return None
+    return unknown_key(key, [path for schema in schemas for path in declared_paths(schema)])
+
+
+# ``${oc.env:NAME}`` (alone or inside another resolver): reads an environment variable into the config,
+# and so into the record. A backslash before ``$`` escapes it (no interpolation).
+READS_ENVIRONMENT = re.compile(r"(?<!\\)\$\{[^}]*\boc\.env\s*:")
+
+
+def reads_environment(key: str, value: str) -> str | None:
+    """The line refusing an override whose value reads the environment, else None."""
+    if READS_ENVIRONMENT.search(value) is None:
+        return None
+    return (f"{key}={value} reads an environment variable into the config, and so into the record, which "
+            "holds no environment variable; write the value itself")
 
 
 def unwrapped(tp: Any) -> Any:

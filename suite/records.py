@@ -10,6 +10,7 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import json
+import math
 import os
 import secrets
 import tempfile
@@ -21,7 +22,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from suite import schema
-from suite.schema import SCHEMA, STATUSES, Record
+from suite.schema import INT_LIMIT, SCHEMA, STATUSES, Record
 
 # Every field of a record and the JSON type it must have (read from the schema).
 FIELD_TYPES: dict[str, type | tuple[type, ...]] = schema.top_level_types()
@@ -238,9 +239,36 @@ def validate(record: Any, where: str) -> Record:
     if not isinstance(kind, str) or kind not in kinds():
         raise RecordError(f"{where}: field 'kind': unknown kind {kind!r}; valid: {', '.join(kinds())}")
     try:
+        bad = unrepresentable(record)
+    except RecursionError:
+        bad = ("", "nested too deep")
+    if bad is not None:
+        raise RecordError(f"{where}: field {bad[0]!r}: {bad[1]}")
+    try:
         return schema.record_model(kind).model_validate(record)
     except ValidationError as exc:
         raise RecordError(f"{where}: {describe(exc)}") from None
+
+
+def unrepresentable(value: Any, path: str = "") -> tuple[str, str] | None:
+    """The first number anywhere in ``value`` (the keys no schema names included) that no reader can
+    take as it is: NaN or an infinity (JSON has neither; Python's parser reads them), or an integer
+    beyond 64 bits (it overflows the float a table or chart makes of it). (field path, why) or None."""
+    if isinstance(value, dict):
+        items = value.items()
+    elif isinstance(value, list):
+        items = enumerate(value)
+    elif isinstance(value, float) and not math.isfinite(value):
+        return path, f"{value} is not a finite number"
+    elif isinstance(value, int) and not isinstance(value, bool) and abs(value) > INT_LIMIT:
+        return path, f"an integer of {len(str(abs(value)))} digits is beyond 64 bits (at most {INT_LIMIT})"
+    else:
+        return None
+    for key, item in items:
+        found = unrepresentable(item, f"{path}.{key}" if path else str(key))
+        if found is not None:
+            return found
+    return None
 
 
 def describe(exc: ValidationError) -> str:
@@ -281,6 +309,50 @@ def iter_records(results_dir: str | Path) -> Iterator[tuple[Path, dict]]:
     """Every valid record under ``results_dir``; invalid files are skipped with a warning naming them."""
     for path, record, _ in iter_loaded(results_dir):
         yield path, record
+
+
+def file_in_the_way(folder: Path) -> Path | None:
+    """The file standing where ``folder``, or a folder above it, should be; None if there is none."""
+    for candidate in (folder, *folder.parents):
+        if candidate.exists():
+            return None if candidate.is_dir() else candidate
+    return None
+
+
+def why_not_written(exc: Exception, path: Path) -> str:
+    """What stopped a write of ``path``, in a line: ``<file> is a file`` where a folder should be, else
+    the file and the system's reason ("No space left on device")."""
+    if isinstance(exc, OSError):
+        blocking = file_in_the_way(path.parent)
+        if blocking is not None:
+            return f"{blocking} is a file, where a folder of {path} should be"
+        return f"{exc.filename or path}: {exc.strerror or exc}"
+    return str(exc)
+
+
+def check_folder(key: str, folder: str | Path) -> None:
+    """Fail before any work if a file stands where the folder ``key`` names should be."""
+    from suite.errors import ConfigError
+
+    blocking = file_in_the_way(Path(folder).expanduser())
+    if blocking is not None:
+        what = "is a file" if blocking == Path(folder).expanduser() else f"lies under a file, {blocking}"
+        raise ConfigError(f"{key}={str(folder)!r} {what}; name a folder")
+
+
+def read_kept(path: Path, config_hash: str) -> dict:
+    """A record kept by a run that could not write it; ConfigError if it is not a valid record of
+    this config (then it is left for the user to look at)."""
+    from suite.errors import ConfigError
+
+    try:
+        record, _ = load_record(path)
+    except RecordError as exc:
+        raise ConfigError(f"a kept record of this run cannot be written: {exc}; move it away to run again") from None
+    if record["config_hash"] != config_hash:
+        raise ConfigError(f"{path} is the record of another config ({record['config_hash']}; this run's is "
+                          f"{config_hash}); move it away to run again")
+    return record
 
 
 def check_writable(results_dir: str | Path) -> None:

@@ -8,13 +8,12 @@ module imports no Hydra, so a job can run from a plain dict (e.g. on a GPU host 
 
 from __future__ import annotations
 
-import signal
+import json
 import sys
 import time
 import traceback
 import warnings
 from collections.abc import Mapping
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -25,6 +24,7 @@ from suite import checkpoint, env, logger, modes, records
 from suite.config import validate
 from suite.errors import USER_ERRORS, ConfigError
 from suite.hardware import cpu_threads
+from suite.interrupt import sigterm_as_interrupt
 
 
 @dataclass
@@ -46,6 +46,11 @@ class JobResult:
     resolved: dict | None = None  # the method's options as the job's module resolved them (resolved_options)
 
 
+# A finished run's record that could not be written, kept beside its checkpoints (not .json: no reader
+# of records under results/ sees it).
+KEPT_RECORD = "record.kept"
+
+
 def resolve_device(name: str) -> torch.device:
     """``auto`` is CUDA when present, else the CPU; ``cuda`` without CUDA is a user error."""
     if name == "cuda" and not torch.cuda.is_available():
@@ -63,18 +68,6 @@ def is_out_of_memory(exc: BaseException) -> bool:
     # "CUDA out of memory" from some kernels)
     text = str(exc)
     return isinstance(exc, RuntimeError) and ("out of memory" in text or "can't allocate memory" in text)
-
-
-@contextmanager
-def sigterm_as_interrupt():
-    """Let SIGTERM (a cluster's pre-emption, `kill`) end a run the way Ctrl-C does."""
-    def handler(signum, frame):
-        raise KeyboardInterrupt
-    previous = signal.signal(signal.SIGTERM, handler)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
 
 
 def find_finished(results_dir: str | Path, config_hash: str) -> Path | None:
@@ -117,7 +110,13 @@ def run(config: Mapping, resume: bool = True) -> tuple[Path, Outcome]:
         if done is not None:
             print(f"skipped: an ok record of this run already exists: {done} (force=true reruns it)")
             return done, Outcome(status="skipped")
+    if "data_dir" in config:  # read by the modes that load a task
+        records.check_folder("data_dir", config["data_dir"])
+    made_results_dir = not Path(config["results_dir"]).exists()
     records.check_writable(config["results_dir"])
+    kept = written_kept_record(module, config["results_dir"], config_hash) if config.get("resume", True) else None
+    if kept is not None:
+        return kept
     torch.manual_seed(config["seed"])
 
     run_id = records.new_run_id(config_hash)  # known before the job, so the logger's run carries it
@@ -126,6 +125,8 @@ def run(config: Mapping, resume: bool = True) -> tuple[Path, Outcome]:
             with cpu_threads(config.get("cpu_threads"), device):
                 result = module.job(config, device)
         except USER_ERRORS:
+            if made_results_dir:  # a refused command leaves nothing behind, not even an empty folder
+                remove_if_empty(Path(config["results_dir"]))
             raise
         except Exception as exc:  # recorded, so the sweep goes on; the traceback goes to stderr
             traceback.print_exc(file=sys.stderr)
@@ -149,10 +150,53 @@ def run(config: Mapping, resume: bool = True) -> tuple[Path, Outcome]:
             error=result.outcome.error,
             run_id=run_id,
         )
-        path = records.write_record(record, config["results_dir"])
+        print(module.summary(record), flush=True)  # first: a record that cannot be written loses no number
+        path = write_or_keep(record, config["results_dir"], config_hash)
         if result.outcome.status != "interrupted":  # the run ended: nothing is left to resume
             checkpoint.discard(checkpoint.folder(config["results_dir"], config_hash))
         log.finish(record, path)
-    print(module.summary(record), flush=True)
     print(f"record: {path}", flush=True)
     return path, result.outcome
+
+
+def remove_if_empty(folder: Path) -> None:
+    try:
+        folder.rmdir()
+    except OSError:  # not empty (or gone): nothing to tidy
+        pass
+
+
+def write_or_keep(record: Mapping, results_dir: str, config_hash: str) -> Path:
+    """Write a finished run's record; when it cannot be written (a full disk, a file where its folder
+    goes), keep it beside the run's checkpoints, where the same command finds it and writes it
+    without running again, and raise a ConfigError saying what failed and what was kept."""
+    try:
+        return records.write_record(record, results_dir)
+    except (OSError, records.RecordError) as exc:
+        failed = records.why_not_written(exc, records.record_path(record, results_dir))
+    if record["status"] == "interrupted":  # not finished: the same command resumes from the checkpoints
+        raise ConfigError(f"the record was not written: {failed}; the run's checkpoints, if any, are kept for the "
+                          "same command to resume")
+    kept = checkpoint.folder(results_dir, config_hash) / KEPT_RECORD
+    try:
+        records.write_atomically(kept, lambda tmp: tmp.write_text(json.dumps(record, indent=2, default=str) + "\n"))
+    except OSError as exc:
+        raise ConfigError(f"the record was not written: {failed}; nor could it be kept "
+                          f"({records.why_not_written(exc, kept)}): the summary above is all that is left of "
+                          "this run, and its checkpoints, if any, are kept for the same command to resume") from None
+    raise ConfigError(f"the record was not written: {failed}; the summary above is the run's, and its record is "
+                      f"kept in {kept}: the same command writes it there once the cause is fixed, without "
+                      "running again")
+
+
+def written_kept_record(module, results_dir: str, config_hash: str) -> tuple[Path, Outcome] | None:
+    """The record a finished run of this config could not write (``write_or_keep``), written now."""
+    kept = checkpoint.folder(results_dir, config_hash) / KEPT_RECORD
+    if not kept.is_file():
+        return None
+    record = records.read_kept(kept, config_hash)
+    print(module.summary(record), flush=True)
+    path = write_or_keep(record, results_dir, config_hash)
+    checkpoint.discard(kept.parent)
+    print(f"written: the record a finished run of this config could not write (not run again): {path}", flush=True)
+    return path, Outcome(record["status"], record["error"], record["metrics"])

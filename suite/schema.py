@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import cache
-from typing import Any, Literal, Optional
+from typing import Annotated, Any, Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, Field, NonNegativeFloat, NonNegativeInt, PositiveInt, create_model
 
@@ -26,13 +26,21 @@ from suite.metrics import Metric
 SCHEMA = 1
 STATUSES = ("ok", "diverged", "oom", "error", "skipped", "interrupted")
 POINT_STATUSES = ("ok", "oom", "error", "skipped")  # of one point of a sweep
+# Every integer of a record fits a signed 64-bit integer (a size, a count, a seed): a bigger one is
+# a forged or broken record, and would overflow the float that tables and charts turn it into.
+INT_LIMIT = 2**63 - 1
+Fraction = Annotated[float, Field(ge=0, le=1)]  # an accuracy, a share: a value above 1 is not one
+Bytes = Annotated[int, Field(ge=0, le=INT_LIMIT)]
 # A metric's JSON type, by its declared unit; every metric is optional (an older record, or a
 # failed run, lacks it) and may be null (not measured). A length in tokens may be interpolated
 # (a crossover), so it is a number, not an integer.
 UNIT_TYPES: dict[str, Any] = {
-    "fraction": NonNegativeFloat, "tokens/s": NonNegativeFloat, "s": NonNegativeFloat, "bytes": NonNegativeInt,
-    "count": NonNegativeInt, "ratio": float, "tokens": NonNegativeFloat, "flop/s": NonNegativeFloat,
+    "fraction": Fraction, "tokens/s": NonNegativeFloat, "s": NonNegativeFloat, "bytes": Bytes,
+    "count": Bytes, "ratio": float, "tokens": NonNegativeFloat, "flop/s": NonNegativeFloat,
 }
+# A commit as git names it: hex digits (abbreviated or whole, SHA-1 or SHA-256). The run page prints
+# it into a shell command, so nothing else may stand there.
+COMMIT = r"^[0-9a-f]{4,64}$"
 
 
 class RecordObject(BaseModel):
@@ -86,7 +94,7 @@ class Budget(Group):
     num_train: Optional[NonNegativeInt] = None
     num_val: Optional[NonNegativeInt] = None
     num_test: Optional[NonNegativeInt] = None
-    target_val_accuracy: Optional[NonNegativeFloat] = None
+    target_val_accuracy: Optional[Fraction] = None
 
 
 class ModelConfig(Group):
@@ -130,7 +138,7 @@ class Env(RecordObject):
     triton: Optional[str] = None
     python: Optional[str] = None
     cuda: Optional[str] = None
-    git_commit: Optional[str] = None
+    git_commit: Optional[str] = Field(None, pattern=COMMIT, description="the commit the run ran at (hex)")
     git_dirty: Optional[bool] = None
     cpu: Optional[str] = None
     seed: Optional[int] = None

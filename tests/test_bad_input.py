@@ -25,7 +25,7 @@ import methods
 from methods.base import MethodError
 from suite import records
 from suite.__main__ import main
-from suite.config import validate
+from suite.config import added_key, validate
 from suite.errors import ConfigError
 from tests.test_config import composed
 
@@ -81,6 +81,13 @@ BAD_INPUT = [
     (("budget.max_step=3",), "unknown config key 'budget.max_step'; did you mean 'budget.max_steps'?"),
     (("sead=1",), "unknown config key 'sead'; did you mean 'seed'?"),
     (("+budget.max_step=3",), "unknown config key 'budget.max_step'; did you mean 'budget.max_steps'?"),
+    # a key added with + that no schema declares: it ran in silence, its typo stored in the record
+    (("+budgte.max_steps=3",), "unknown config key 'budgte.max_steps'; did you mean 'budget.max_steps'?"),
+    (("+sed=3",), "unknown config key 'sed'; did you mean 'seed'?"),
+    (("+task.seq_length=50",), "unknown config key 'task.seq_length'; did you mean 'task.seq_len'?"),
+    (("+methd.impl=naive",), "unknown config key 'methd.impl'; did you mean 'method.impl'?"),
+    (("+note=${oc.env:SECRET_TOKEN}",), "note=${oc.env:SECRET_TOKEN} reads an environment variable into the config"),
+    (("task.name=mqar-${oc.env:HOME}",), "reads an environment variable into the config"),
     (("task.vocab=64",), "unknown config key 'task.vocab'; did you mean 'task.vocab_size'?"),
     (("task=listops", "task.vocab_size=64"), "unknown config key 'task.vocab_size'; valid keys of task: name, "),
     (("method=favor", "method.options.num_feature=8"), "did you mean 'method.options.num_features'?"),
@@ -113,6 +120,9 @@ BAD_INPUT = [
     (("budget.max_steps=[1",), "cannot parse the override 'budget.max_steps=[1'"),
     (("seed=abc",), "seed must be an integer, got 'abc'"),
     (("seed=1.5",), "seed must be an integer, got 1.5"),
+    (("seed=99999999999999999999999",), "seed must be in [0, 4294967295], got 99999999999999999999999"),
+    (("seed=-1",), "seed must be in [0, 4294967295], got -1"),
+    (("cpu_threads=100000",), "cpu_threads must be in [1, 1024], got 100000"),  # torch crashed on it
     (("force=maybe",), "force must be true or false, got 'maybe'"),
     (("resume=maybe",), "resume must be true or false, got 'maybe'"),
     (("results_dir=",), "results_dir must name a folder (default: results), got ''"),
@@ -144,6 +154,39 @@ def test_cuda_without_cuda_is_one_line_at_the_cli(cli, tmp_path):
     code, err = cli(*FAST, "device=cuda")
     assert_one_line_refusal(code, err, "device=cuda but no CUDA device is available here; use device=cpu or "
                             "device=auto", tmp_path / "results")
+
+
+def test_an_added_key_a_schema_declares_or_a_method_checks_is_admitted(cli, tmp_path):
+    # Keys a config may lack (a budget without checkpoint_every, a model without qkv_conv) are no typos;
+    # a method's options are the method's to check, and it says so.
+    assert added_key("budget.checkpoint_every") is None and added_key("model.qkv_conv") is None
+    assert added_key("method.options.anything") is None and added_key("mode.grids.smoke.seq_lens") is None
+    code, err = cli(*FAST, "+method.options.num_features=8")
+    assert_one_line_refusal(code, err, "softmax: unknown option(s) num_features; valid options: none",
+                            tmp_path / "results")
+
+
+@pytest.mark.parametrize("where", ["data_dir", "SUITE_HYDRA_DIR"])
+def test_a_folder_that_is_a_file_is_one_line(cli, tmp_path, monkeypatch, where):
+    blocking = tmp_path / "a_file"
+    blocking.write_text("keep me")
+    if where == "data_dir":
+        code, err = cli(*FAST, data=blocking)
+        says = f"data_dir={str(blocking)!r} is a file; name a folder"
+    else:
+        monkeypatch.setenv("SUITE_HYDRA_DIR", str(blocking / "logs"))
+        code, err = cli(*FAST)
+        says = (f"SUITE_HYDRA_DIR={str(blocking / 'logs')!r} is not a folder ({blocking} is a file); "
+                "name a folder for Hydra's logs")
+    assert_one_line_refusal(code, err, says, tmp_path / "results")
+    assert blocking.read_text() == "keep me" and not (tmp_path / "results").exists()
+
+
+def test_a_refused_command_leaves_no_results_folder(cli, tmp_path):
+    # refused by the task after the results folder was checked writable: the folder goes again
+    code, err = cli(*FAST, "task.seq_len=63")
+    assert_one_line_refusal(code, err, "task.seq_len=63: MQAR needs an even length", tmp_path / "results")
+    assert not (tmp_path / "results").exists()
 
 
 def test_a_misspelled_key_is_one_line_from_a_real_process(tmp_path):

@@ -168,7 +168,10 @@ def test_a_failed_job_in_a_sweep_keeps_the_sweep_going_and_a_mistake_in_it_is_on
     results = tmp_path / "results"
     done = cli("-m", "method=softmax,linear", "task=mqar", "task.vocab_size=128", "budget=smoke",
                "budget.max_steps=0", f"results_dir={results}", data_dir=data_dir, cwd=tmp_path)
-    assert done.returncode == 0, done.stderr[-2000:]  # each job refused, the sweep goes on (as before)
+    # each job refused, the sweep goes on; at its end it lists them and exits 2, so a scheduler sees it
+    assert done.returncode == 2, done.stderr[-2000:]
     refused = [line for line in done.stderr.splitlines() if line.startswith("error: ")]
     assert refused == ["error: budget.max_steps must be a positive integer, got 0"] * 2
+    assert "sweep: 2 of 2 jobs did not end ok:\n  job 0 (method=softmax " in done.stderr
+    assert "\n  job 1 (method=linear " in done.stderr
     assert not results.exists() or not any(results.rglob("*.json"))

@@ -196,11 +196,25 @@ def test_a_memory_cap_makes_a_job_oom_and_the_multirun_goes_on(tmp_path, data_di
     done = subprocess.run([sys.executable, "-m", "suite", "-m", *FAST, "budget=smoke", "budget.max_steps=2",
                            f"results_dir={results}", *sweep], cwd=tmp_path, env=env, capture_output=True,
                           text=True, timeout=600)
-    assert done.returncode == 0, done.stderr[-2000:]
+    # A job that did not end ok makes the sweep's exit code 1, and the sweep says which (scheduler-safe).
+    assert done.returncode == 1, done.stderr[-2000:]
+    assert "sweep: 1 of 2 jobs did not end ok:\n  job 0 (" in done.stderr
+    assert "memory_cap_bytes=1000000): oom: peak memory " in done.stderr
     found = {r["config"]["memory_cap_bytes"]: r for _, r in records.iter_records(results)}
     assert {cap: r["status"] for cap, r in found.items()} == {1000000: "oom", None: "ok"}
     assert found[1000000]["error"].endswith("above memory_cap_bytes=1000000")
     assert found[None]["metrics"]["peak_memory_bytes"] > 1000000  # the second job ran uncapped
+
+
+def test_a_sweep_with_a_refused_job_goes_on_then_exits_2_listing_it(tmp_path, data_dir):
+    results = tmp_path / "results"
+    env = {**os.environ, "SUITE_DATA_DIR": str(data_dir), "SUITE_HYDRA_DIR": str(tmp_path / "hydra")}
+    done = subprocess.run([sys.executable, "-m", "suite", "-m", *FAST, "budget=smoke", f"results_dir={results}",
+                           "budget.max_steps=0,2"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert "sweep: 1 of 2 jobs did not end ok:\n  job 0 (" in done.stderr
+    assert "budget.max_steps=0): refused: budget.max_steps must be a positive integer, got 0\n" in done.stderr
+    assert [r["config"]["budget"]["max_steps"] for _, r in records.iter_records(results)] == [2]  # the sweep went on
 
 
 # -- concurrent writers -----------------------------------------------------------------------------
@@ -302,6 +316,87 @@ def test_an_unwritable_results_folder_is_refused_before_training(make_config, mo
         run(config)
     assert not loaded  # refused before any data was loaded or any step taken
     assert [p.name for p in files_under(tmp_path)] == ["a_file"]  # the probe file is gone too
+
+
+# -- a finished run always leaves its result ---------------------------------------------------------
+
+def full_disk_for_records(monkeypatch) -> None:
+    """Records (their temporary files) are written to /dev/full, which answers ENOSPC as a full disk does."""
+    write_text = Path.write_text
+
+    def write(path: Path, text: str, *args, **kwargs):
+        if ".json." in path.name and path.name.endswith(".tmp"):
+            path = Path("/dev/full")
+        return write_text(path, text, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "write_text", write)
+
+
+@pytest.mark.parametrize("fault", ["a file where the method's folder goes", "a full disk"])
+def test_a_record_that_cannot_be_written_is_kept_and_the_same_command_writes_it_without_training(
+        make_config, monkeypatch, capsys, fault):
+    config = make_config(*FAST, "budget.max_steps=2")
+    results = Path(config["results_dir"])
+    folder = results / "train" / "mqar" / "softmax"
+    if fault == "a full disk":
+        full_disk_for_records(monkeypatch)
+        says = f"{folder}/"  # the record's path, then why: "<run id>.json: No space left on device"
+    else:
+        folder.parent.mkdir(parents=True)
+        folder.write_text("")
+        says = f"{folder} is a file, where a folder of {folder}/"
+    with pytest.raises(ConfigError) as refused:
+        run(config)
+    assert "test accuracy" in capsys.readouterr().out  # the summary came first: no number is lost
+    [kept] = list((results / ".checkpoints").glob("*/record.kept"))
+    message = str(refused.value)
+    assert message.startswith(f"the record was not written: {says}") and message.count("\n") == 0
+    if fault == "a full disk":
+        assert ".json: No space left on device; " in message
+    assert f"its record is kept in {kept}: the same command writes it there once the cause is fixed" in message
+    assert not list(results.rglob("*.json"))
+
+    finished = json.loads(kept.read_text())
+    monkeypatch.undo()  # the cause fixed: room on the disk, or the file moved away
+    if folder.is_file():
+        folder.unlink()
+    monkeypatch.setattr(suite.modes.train.job, "load_data", lambda config: pytest.fail("trained again"))
+    path, outcome = run(config)
+    assert outcome.status == "ok" and records.read_record(path) == finished  # the finished run's own record
+    assert "written: the record a finished run of this config could not write" in capsys.readouterr().out
+    assert not kept.parent.exists() and files_under(results) == [path]
+
+
+def test_an_interrupted_run_whose_record_cannot_be_written_resumes_from_its_checkpoint(make_config, monkeypatch):
+    config = make_config(*FAST, "budget.max_steps=4", "budget.checkpoint_every=1")
+    results = Path(config["results_dir"])
+    real_log = suite.logger.NullLogger.log
+
+    def log_then_terminate(self, metrics, step=None):
+        if step == 2 and "train/loss" in metrics:
+            os.kill(os.getpid(), signal.SIGTERM)
+        real_log(self, metrics, step)
+
+    monkeypatch.setattr(suite.logger.NullLogger, "log", log_then_terminate)
+    folder = results / "train" / "mqar" / "softmax"
+    folder.parent.mkdir(parents=True)
+    folder.write_text("")  # no interrupted record can be written: it is not kept either (not finished)
+    with pytest.raises(ConfigError, match="the run's checkpoints, if any, are kept for the same command to resume$"):
+        run(config)
+    assert not list(results.rglob("record.kept")) and list(results.rglob("step-*.pt"))
+    monkeypatch.setattr(suite.logger.NullLogger, "log", real_log)
+    folder.unlink()
+    path, outcome = run(config)  # resumes from step 2 to the end
+    assert outcome.status == "ok" and records.read_record(path)["metrics"]["steps"] == 4
+
+
+def test_a_full_disk_during_a_checkpoint_says_no_space_left(make_config, monkeypatch):
+    write_bytes = Path.write_bytes
+    monkeypatch.setattr(Path, "write_bytes", lambda path, data: write_bytes(Path("/dev/full"), data))
+    config = make_config(*FAST, "budget.max_steps=2", "budget.checkpoint_every=1")
+    record = records.read_record(run(config)[0])
+    assert record["status"] == "error" and "No space left on device" in record["error"], record["error"]
+    assert "enforce fail" not in record["error"]
 
 
 # -- no secrets, no code execution ------------------------------------------------------------------

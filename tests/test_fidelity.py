@@ -62,6 +62,14 @@ def test_cli_smoke_writes_a_fidelity_record_for_every_cell(tmp_path, data_dir):
     assert f"record: {path}" in done.stdout
 
 
+def test_softmax_fidelity_run_writes_its_exact_reference_record(make_config):
+    # mode=fidelity method=softmax did all the work, then refused its own record (d_phi must be positive)
+    path, outcome = run(make_config("mode=fidelity", "method=softmax"))
+    record = records.read_record(path)  # validates on reading too
+    assert outcome.status == "ok" and record["status"] == "ok" and record["metrics"]["points"]
+    assert {p["d_phi"] for p in record["metrics"]["points"]} == {None}  # the exact reference has no features
+
+
 def test_taylor_is_exact_on_tiny_scores():
     cell = measure("taylor", std=1e-3)  # exp(s) - (1 + s + s^2/2) = s^3/6 ~ 1e-10
     for name in ("denominator_rel_error", "numerator_rel_error", "output_rel_error", "attention_tv"):

@@ -88,8 +88,9 @@ def test_unwritable_results_dir_is_refused_before_work(tmp_path):
         records.check_writable(blocker / "results")  # a path under a regular file
 
 
-json_values = st.recursive(
-    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False)
+json_values = st.recursive(  # integers a reader can take (64 bits: test_a_number_beyond_64_bits_is_refused)
+    st.none() | st.booleans() | st.integers(-schema.INT_LIMIT, schema.INT_LIMIT)
+    | st.floats(allow_nan=False, allow_infinity=False)
     | st.text(), lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(), inner, max_size=4),
     max_leaves=20,
 )
@@ -102,6 +103,13 @@ def test_any_json_metrics_round_trip(tmp_path_factory, metrics):
     root = tmp_path_factory.mktemp("r")
     record = make(metrics=metrics)
     assert records.read_record(records.write_record(record, root))["metrics"] == json.loads(json.dumps(metrics))
+
+
+@pytest.mark.parametrize("value", [schema.INT_LIMIT + 1, -schema.INT_LIMIT - 1, 10**400])
+def test_a_number_beyond_64_bits_is_refused(tmp_path, value):
+    with pytest.raises(records.RecordError, match=r"field 'metrics.extra.0': an integer of \d+ digits is beyond 64"):
+        records.write_record(make(metrics={"extra": [value]}), tmp_path)
+    assert not list(tmp_path.rglob("*.json"))
 
 
 def test_every_declared_metric_is_in_its_kinds_schema():

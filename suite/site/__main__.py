@@ -14,9 +14,11 @@ import http.server
 import sys
 from pathlib import Path
 
+from suite.interrupt import sigterm_as_interrupt
 from suite.site.build import SiteError, build_site
 
 EXIT_USER_ERROR = 2
+EXIT_INTERRUPTED = 130
 
 
 def serve(out_dir: Path, port: int) -> None:
@@ -38,10 +40,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--port", type=int, default=8000, help="port for --serve (0: any free port)")
     args = parser.parse_args(argv)
     try:
-        report = build_site(args.results, args.out)
+        with sigterm_as_interrupt():
+            report = build_site(args.results, args.out)
     except SiteError as exc:
+        for problem in exc.problems:
+            print(f"warning: {problem}", file=sys.stderr)
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_USER_ERROR
+    except KeyboardInterrupt:
+        print(f"interrupted: the site in {str(args.out)!r} is left as it was", file=sys.stderr)
+        return EXIT_INTERRUPTED
     for problem in report.problems:
         print(f"warning: {problem}", file=sys.stderr)
     if report.runs == 0:

@@ -218,9 +218,40 @@ def one_per_seed(runs: list[Run]) -> list[Run]:
     return sorted(latest(runs, lambda r: r.seed), key=lambda r: seed_order(r.seed))
 
 
+# What two ok records of one run (one config hash: its seed included) must agree on: a rerun of one
+# config computes the same numbers (on a CPU bit for bit); only times and memory vary.
+AGREED = ("test_accuracy", "val_accuracy")
+
+
+def conflicts(runs: list[Run]) -> dict[str, list[Run]]:
+    """Per config hash, its ok board runs when they disagree on what ``AGREED`` names: one of them is
+    wrong and nothing says which, so the board shows neither (the latest is no better: ``created`` is
+    whatever a record says)."""
+    ok: dict[str, list[Run]] = {}
+    for run in runs:
+        if on_board(run) and run.status == "ok":
+            ok.setdefault(run.config_hash, []).append(run)
+    return {h: found for h, found in ok.items()
+            if len({tuple(r.metric(m) for m in AGREED) for r in found}) > 1}
+
+
+def conflict_messages(runs: list[Run]) -> list[str]:
+    """One line per conflict, naming its records and what each says."""
+    lines = []
+    for config_hash, found in conflicts(runs).items():
+        said = "; ".join(f"{r.source.as_posix()}: " + ", ".join(f"{m}={r.metric(m)}" for m in AGREED) for r in found)
+        lines.append(f"conflict: {len(found)} records of one run (config hash {config_hash}, seed {found[0].seed}) "
+                     f"disagree, so the board shows none of them: {said}")
+    return lines
+
+
 def config_cell(runs: list[Run]) -> Cell:
-    """The cell of one configuration (one cell_key): the chosen learning rate's runs, one per seed."""
-    runs = latest(runs, lambda r: r.config_hash)
+    """The cell of one configuration (one cell_key): the chosen learning rate's runs, one per seed;
+    a run whose records conflict is left out."""
+    clashing = conflicts(runs)
+    runs = latest([r for r in runs if r.config_hash not in clashing], lambda r: r.config_hash)
+    if not runs:
+        return Cell()
     rates = {r.lr for r in runs}
     if len(rates) == 1:
         return Cell(one_per_seed(runs), lr=rates.pop(), total=len(runs))
@@ -244,7 +275,7 @@ def make_cell(runs: list[Run]) -> Cell:
     for run in runs:
         configs.setdefault(config_key(run), []).append(run)
     cells = [config_cell(group) for group in configs.values()]
-    cells.sort(key=lambda c: (c.total, max(r.created for r in c.runs)), reverse=True)
+    cells.sort(key=lambda c: (c.total, max((r.created for r in c.runs), default="")), reverse=True)
     cells[0].others = cells[1:]
     return cells[0]
 

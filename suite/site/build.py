@@ -8,15 +8,19 @@ from __future__ import annotations
 import csv
 import io
 import json
+import os
 import re
 import shutil
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 from suite import modes, schema
 from suite.metrics import declared as declared_metrics
 from suite.site import pages, render
-from suite.site.board import board_columns, board_rows, reference_rows
+from suite.site.board import board_columns, board_rows, conflict_messages, reference_rows
 from suite.site.curves import curve_pages, page_path
 from suite.site.figures import Figure, board_figures, fidelity_figures, fidelity_headline, pareto_figures, sweep_figures
 from suite.site.lead import lead
@@ -30,7 +34,12 @@ SVG_SIZE = re.compile(r'<svg[^>]*?width="([\d.]+)"[^>]*?height="([\d.]+)"')
 
 
 class SiteError(ValueError):
-    """A build that cannot start: no results folder, or an output folder the builder did not make."""
+    """A build that cannot start or finish: no results folder, an output folder the builder did not
+    make, a file it cannot write. ``problems``: the files skipped before it stopped."""
+
+    def __init__(self, message: str, problems: list[str] | None = None) -> None:
+        super().__init__(message)
+        self.problems = problems or []
 
 
 @dataclass(frozen=True)
@@ -41,13 +50,32 @@ class BuildReport:
 
 
 def build_site(results_dir: str | Path, out_dir: str | Path, site_dir: Path = SITE_DIR) -> BuildReport:
-    """Write the site for every record under ``results_dir`` to ``out_dir`` (replaced whole)."""
+    """Write the site for every record under ``results_dir`` to ``out_dir`` (replaced whole, and only
+    once the new site is complete: a failed or interrupted build leaves the one before as it was)."""
     results_dir, out_dir = Path(results_dir), Path(out_dir)
     if not results_dir.is_dir():
         raise SiteError(f"results folder {str(results_dir)!r} does not exist; pass --results <folder "
                         "holding the records> (runs write to results/ by default)")
+    check_output(out_dir, results_dir)
     runs, problems = load_runs(results_dir)
-    prepare_output(out_dir)
+    problems += conflict_messages(runs)
+    try:
+        with staged(out_dir) as stage:
+            write_site(runs, problems, results_dir, stage, site_dir)
+    except SiteError as exc:
+        exc.problems = problems
+        raise
+    except OSError as exc:  # a full disk, a read-only folder: the file, and why
+        raise SiteError(f"cannot write {exc.filename or out_dir}: {exc.strerror or exc}; the site in "
+                        f"{str(out_dir)!r} is left as it was", problems) from exc
+    except Exception as exc:  # a record the schema let through and a page cannot show: said, not half-built
+        raise SiteError(f"the build stopped ({type(exc).__name__}: {exc}); the site in {str(out_dir)!r} is "
+                        "left as it was", problems) from exc
+    return BuildReport(out_dir, len(runs), problems)
+
+
+def write_site(runs: list[Run], problems: list[str], results_dir: Path, out_dir: Path, site_dir: Path) -> None:
+    """Every page, figure and download of the site into the empty folder ``out_dir``."""
     shutil.copytree(site_dir / "assets", out_dir / "assets")
     env = pages.environment(Path(site_dir))
 
@@ -83,7 +111,6 @@ def build_site(results_dir: str | Path, out_dir: str | Path, site_dir: Path = SI
     write("records.json", json.dumps([r.record for r in runs], indent=1, default=str) + "\n")
     write("records.csv", records_csv(runs))
     write(MARKER, "built by python -m suite.site; rebuilt whole on each build\n")
-    return BuildReport(out_dir, len(runs), problems)
 
 
 def write_curve_pages(env, rows: list, columns: list, out_dir: Path, write, page) -> int:
@@ -160,14 +187,52 @@ def board_notes(site_dir: Path) -> dict[str, list[dict]]:
     raise SiteError(f"{path} must hold {{{shape}}} (text fields)".replace("'", '"'))
 
 
-def prepare_output(out_dir: Path) -> None:
-    """An empty ``out_dir``; an existing one is cleared only if this builder made it."""
-    if out_dir.exists():
-        if not (out_dir / MARKER).is_file() and any(out_dir.iterdir()):
-            raise SiteError(f"output folder {str(out_dir)!r} is not empty and was not built by suite.site; "
-                            "refusing to overwrite it (choose another --out)")
-        shutil.rmtree(out_dir)
-    out_dir.mkdir(parents=True)
+def inside(path: Path, folder: Path) -> bool:
+    return path.resolve() == folder.resolve() or folder.resolve() in path.resolve().parents
+
+
+def check_output(out_dir: Path, results_dir: Path) -> None:
+    """Refuse an output folder the build may not replace: a file, a folder this builder did not make,
+    one holding the results (replacing it would delete them) or inside them (the next build would
+    read the site's copies as records)."""
+    if inside(results_dir, out_dir) or inside(out_dir, results_dir):
+        raise SiteError(f"--out {str(out_dir)!r} and --results {str(results_dir)!r} overlap: a build replaces "
+                        "--out whole, and reads every .json under --results; choose an --out outside the results")
+    if out_dir.exists() and not out_dir.is_dir():
+        raise SiteError(f"--out {str(out_dir)!r} is a file, not a folder; choose another --out")
+    if out_dir.is_dir() and not (out_dir / MARKER).is_file() and any(out_dir.iterdir()):
+        raise SiteError(f"output folder {str(out_dir)!r} is not empty and was not built by suite.site; "
+                        "refusing to overwrite it (choose another --out)")
+
+
+@contextmanager
+def staged(out_dir: Path) -> Iterator[Path]:
+    """A new empty folder beside ``out_dir`` to build in; when the ``with`` body ends without an
+    error it replaces ``out_dir``, else it is deleted and ``out_dir`` stays as it was."""
+    parent = out_dir.absolute().parent
+    try:
+        parent.mkdir(parents=True, exist_ok=True)
+        stage = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.building-", dir=parent))
+        umask = os.umask(0)
+        os.umask(umask)
+        stage.chmod(0o777 & ~umask)  # as a folder made by mkdir (mkdtemp's is private): a web server reads it
+    except OSError as exc:
+        raise SiteError(f"cannot build beside --out {str(out_dir)!r}: {exc.filename or parent}: "
+                        f"{exc.strerror or exc}") from exc
+    old = parent / f".{out_dir.name}.replaced-{stage.name.rpartition('-')[2]}"
+    try:
+        yield stage
+        try:  # two renames: a signal between them would leave no site, so the first is undone
+            if out_dir.exists():
+                os.rename(out_dir, old)
+            os.rename(stage, out_dir)
+        except BaseException:
+            if old.exists() and not out_dir.exists():
+                os.rename(old, out_dir)
+            raise
+    finally:
+        shutil.rmtree(stage, ignore_errors=True)
+        shutil.rmtree(old, ignore_errors=True)
 
 
 def copy_record(run: Run, results_dir: Path, out_dir: Path) -> None:

@@ -447,7 +447,9 @@ def crossover_markers(points: list[SweepPoint], name: str, metric: Metric) -> li
 # -- fidelity ---------------------------------------------------------------------------------------
 
 def fidelity_points(runs: list[Run]) -> list[Any]:
-    return [p for run in runs if run.kind == "fidelity" for p in run.model.metrics.points]
+    """The points of the fidelity records but exact softmax's (d_phi null): the reference itself, on no
+    feature axis, its errors nothing but rounding."""
+    return [p for run in runs if run.kind == "fidelity" for p in run.model.metrics.points if p.d_phi is not None]
 
 
 def mean_of(value: Statistics | None) -> float | None:
@@ -521,7 +523,7 @@ def fidelity_headline(runs: list[Run]) -> FidelityHeadline | None:
     by_method: dict[str, list[tuple[str, float, float, float]]] = {}  # method -> (source, N, d_phi, error)
     for run in sorted((r for r in runs if r.kind == "fidelity" and r.status == "ok"), key=lambda r: r.created):
         found: dict[str, list] = {}
-        for p in run.model.metrics.points:
+        for p in fidelity_points([run]):
             error = mean_of(p.denominator_rel_error)
             if error is not None:
                 found.setdefault(p.method, []).append((p.source, p.seq_len, p.d_phi, error))

@@ -114,7 +114,10 @@ def number(value: Any) -> float | None:
     """``value`` as a finite float, or None (booleans, text, NaN and inf are not numbers here)."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None
-    return float(value) if math.isfinite(value) else None
+    try:
+        return float(value) if math.isfinite(value) else None
+    except OverflowError:  # an integer beyond any float (the schema refuses them in records)
+        return None
 
 
 def declared_metrics(kind: str | None = None) -> dict[str, declared.Metric]:

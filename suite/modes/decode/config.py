@@ -6,7 +6,7 @@ from typing import Annotated
 from pydantic import Strict, with_config
 from typing_extensions import TypedDict
 
-from suite.config import CLOSED, OPEN, BudgetName, Count, CountOrNull, CountOrZero, Counts, Model, choice, rule
+from suite.config import CLOSED, OPEN, BudgetName, Count, CountOrZero, Counts, Model, Threads, choice, rule
 from suite.hardware import DTYPES
 
 
@@ -24,7 +24,7 @@ class Grid(TypedDict):
 class DecodeMode(TypedDict):
     name: str
     reference: Annotated[str | None, Strict(), rule("name a method or be null")]  # the method registry checks it
-    cpu_threads: CountOrNull
+    cpu_threads: Threads
     grids: dict[str, Grid]
 
 

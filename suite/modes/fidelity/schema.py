@@ -14,7 +14,7 @@ FidelityPoint = create_model(
     "FidelityPoint", __base__=RecordObject, __doc__="One (input source, length, feature size) cell of a fidelity grid.",
     method=(str, ...), source=(str, ...), source_kind=(Optional[str], None),
     seq_len=(PositiveInt, Field(..., description="sequence length N")),
-    d_phi=(PositiveInt, Field(..., description="feature size of the map")),
+    d_phi=(Optional[PositiveInt], Field(..., description="feature size of the map; null for exact softmax (no map)")),
     variant=(Optional[dict], None), draws=(Optional[PositiveInt], None),
     **metric_fields(POINT_METRICS, types=FIDELITY_TYPES),
 )

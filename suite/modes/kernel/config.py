@@ -6,7 +6,20 @@ from typing import Annotated
 from pydantic import Field, Strict, with_config
 from typing_extensions import TypedDict
 
-from suite.config import CLOSED, OPEN, BareCount, BudgetName, Count, CountOrNull, Counts, Positive, among, listed, rule
+from suite.config import (
+    CLOSED,
+    OPEN,
+    BareCount,
+    BudgetName,
+    Count,
+    CountOrNull,
+    Counts,
+    Positive,
+    Threads,
+    among,
+    listed,
+    rule,
+)
 from suite.hardware import DTYPES
 from suite.modes.kernel.implementations import PEERS
 
@@ -31,7 +44,7 @@ class Grid(TypedDict):
     max_length: Annotated[dict[Annotated[str, Strict(), among(IMPLS)], BareCount],
                           rule(f"map implementations ({', '.join(IMPLS)}) to positive lengths")]
     matmul_size: Count
-    cpu_threads: CountOrNull
+    cpu_threads: Threads
 
 
 @with_config(CLOSED)

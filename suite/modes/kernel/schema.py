@@ -3,7 +3,7 @@ implementation series (report.py)."""
 
 from typing import Literal, Optional
 
-from pydantic import Field, PositiveInt, create_model
+from pydantic import Field, NonNegativeFloat, PositiveInt, create_model
 
 from suite.modes.kernel import MODE, PHASES, SERIES_METRICS
 from suite.schema import POINT_STATUSES, UNIT_TYPES, RecordObject, SweepLayout, metric_field, metric_fields
@@ -11,6 +11,8 @@ from suite.schema import POINT_STATUSES, UNIT_TYPES, RecordObject, SweepLayout, 
 # Per phase: the fields of its timing and memory, and their unit.
 PHASE_FIELDS = {"median_s": "s", "p10_s": "s", "p90_s": "s", "repeats": "count", "peak_memory_bytes": "bytes",
                 "flops": "flop/s", "flops_per_s": "flop/s", "matmul_fraction": "fraction"}
+# A rate over one matmul timed in the same run, not a share of a whole: a kernel may pass it.
+RATE_TYPES = {**UNIT_TYPES, "fraction": NonNegativeFloat}
 
 
 def phase_fields() -> dict:
@@ -20,7 +22,8 @@ def phase_fields() -> dict:
     for phase in PHASES:
         for suffix, unit in PHASE_FIELDS.items():
             name = f"{phase}_{suffix}"
-            fields[name] = metric_field(declared[name]) if name in declared else (Optional[UNIT_TYPES[unit]], None)
+            own = metric_field(declared[name], RATE_TYPES) if name in declared else None
+            fields[name] = own or (Optional[RATE_TYPES[unit]], None)
     return fields
 
 
@@ -42,7 +45,7 @@ KernelPoint = create_model(
 
 KernelSeries = create_model(
     "KernelSeries", __base__=RecordObject, __doc__="One implementation series: the kernel mode's declared summary.",
-    impl=(str, ...), **metric_fields(SERIES_METRICS),
+    impl=(str, ...), **metric_fields(SERIES_METRICS, RATE_TYPES),
 )
 
 Metrics = create_model(
