@@ -92,7 +92,8 @@ def test_a_failing_point_is_an_error_point_not_a_crash():
     failing = implementations.Implementation(name="broken", source="method", flops=lambda *shape: (1.0, 2.0),
                                              run=lambda q, k, v, causal: 1 / 0)
     grid = {**PAPER_GRID, "lengths": [16, 32], "max_length": {}, "warmup": 1, "repeats": 1}
-    shape = {"batch": 1, "heads": 1, "head_dim": 8, "query_key_dim": 8, "value_dim": 8, "dtype": "float32", "causal": True}
+    shape = {"batch": 1, "heads": 1, "head_dim": 8, "query_key_dim": 8, "value_dim": 8, "dtype": "float32",
+             "causal": True}
     points = sweep.measure_series(failing, shape, grid, torch.device("cpu"), 0, None)
     assert [p["status"] for p in points] == ["error", "error"]
     assert points[0]["reason"].startswith("ZeroDivisionError")

@@ -174,7 +174,8 @@ def test_stepping_equals_the_causal_parallel_form(variant, impl, n):
 @pytest.mark.parametrize("name", methods.available())
 def test_a_state_for_another_head_dim_or_head_count_is_refused(name):
     module = methods.build(name, head_dim=16)
-    with pytest.raises(MethodError, match=rf"^{name}: built (for|with) (head_dim=16|queries and keys of width 16), init_state got 32"):
+    with pytest.raises(MethodError, match=rf"^{name}: built (for|with) (head_dim=16|queries and keys of width 16), "
+                                             r"init_state got 32"):
         module.init_state(2, 3, 32, 8)
     q_t, k_t, v_t = (torch.randn(2, 3, d) for d in (16, 16, 8))
     with pytest.raises(MethodError, match=rf"^{name}: "):

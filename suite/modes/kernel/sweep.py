@@ -145,7 +145,8 @@ def run_sweep(config: Mapping, grid: Mapping, device: torch.device, log: Callabl
                               + peer_implementations(module, grid["peers"], device))
                 for causal in grid["causal"]:
                     shape = {"batch": grid["batch"], "heads": grid["heads"], "head_dim": head_dim,
-                             "query_key_dim": module.query_key_dim, "value_dim": grid["value_dim"] or head_dim, "dtype": dtype_name, "causal": causal,
+                             "query_key_dim": module.query_key_dim, "value_dim": grid["value_dim"] or head_dim,
+                             "dtype": dtype_name, "causal": causal,
                              "num_features": module.resolved_options().get("num_features")}
                     for impl in candidates:
                         sweep.points.extend(measure_series(impl, shape, grid, device, config["seed"],
