@@ -17,8 +17,9 @@ from suite import modes, schema
 from suite.metrics import declared as declared_metrics
 from suite.site import pages, render
 from suite.site.board import board_columns, board_rows, reference_rows
+from suite.site.citation import citation
 from suite.site.curves import curve_pages, page_path
-from suite.site.figures import Figure, board_figures, fidelity_figures, fidelity_headline, pareto_figures, sweep_figures
+from suite.site.figures import Figure, board_figures, fidelity_figures, pareto_figures, sweep_figures
 from suite.site.lead import lead
 from suite.site.runs import Run, load_runs, number, safe_name
 
@@ -66,7 +67,8 @@ def build_site(results_dir: str | Path, out_dir: str | Path, site_dir: Path = SI
     placed = place_figures([f for f in board_figures(rows, columns) if f.title not in shown_first], out_dir, "board")
     leading = place_figures(first.figures, out_dir, "lead")
     write("index.html", pages.board_page(env, rows, columns, reference_rows(), problems, lead=first,
-                                         lead_figures=leading, figures=placed, fidelity=fidelity_headline(runs),
+                                         lead_figures=leading, figures=placed, fidelity=first.fidelity,
+                                         citation=citation(),
                                          **board_notes(site_dir), **page("index.html", "Leaderboard")))
     figures = [f for mode in modes.registry().values() if mode.section
                for f in mode_figures(mode, runs, rows, columns)]
