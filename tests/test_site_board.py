@@ -5,6 +5,7 @@ figures, the fidelity headline, and the tasks left off."""
 
 from __future__ import annotations
 
+import csv
 import json
 import re
 import shutil
@@ -344,3 +345,30 @@ def cpu_board() -> list[dict]:
             records += cpu_cell(method, 0.9 - 0.2 * (k + 1), pairs=16, time=time, options=options,
                                 d_model=sizes.get("d_model", 64), state=1024 * (k + 1) * (i + 1))
     return records
+
+
+def test_data_a_reader_can_reuse(tmp_path):
+    """records.csv carries the columns that define a cell, each once; the board's cells download as
+    CSV and JSON; a run's title names its variant; its command sets the CPU threads."""
+    records = seeds_of("sliding_window", options={"window": 16}, pairs=8) + seeds_of(
+        "sliding_window", options={"window": 16}) + [train("sliding_window", options={"window": 8})]
+    records[-1]["config"]["cpu_threads"] = 1
+    build(tmp_path, records)
+    out = tmp_path / "out"
+    header, *lines = list(csv.reader((out / "records.csv").read_text().splitlines()))
+    assert len(header) == len(set(header)) and header.count("impl") == 1
+    assert {"model", "d_model", "lr", "seq_len", "num_kv_pairs", "method.window"} <= set(header)
+    window = {line[header.index("method.window")] for line in lines}
+    assert window == {"16", "8"}
+    cells = json.loads((out / "cells.json").read_text())
+    assert sorted((c["variant"], c["num_kv_pairs"], c["n"]) for c in cells) == [
+        ("", 4, 3), ("", 8, 3), ("window=8", 4, 1)]
+    assert (out / "cells.csv").read_text().splitlines()[0].startswith("method,variant,budget,device,dtype,task")
+    variant = next(r for r in load_runs(tmp_path / "results")[0] if r.record["config"].get("cpu_threads") == 1)
+    page = (out / variant.page).read_text()
+    assert "<h1>sliding_window (window=8) on mqar (train, ok)</h1>" in page
+    assert "cpu_threads=1" in page and "attention-suite repository" in page
+
+
+def seeds_of(method: str, **kw) -> list[dict]:
+    return [train(method, seed=s, test=0.9 + 0.01 * s, **kw) for s in range(3)]

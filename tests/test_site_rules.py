@@ -147,7 +147,8 @@ def test_fidelity_ranks_maps_by_shared_errors_and_never_ranks_hedgehogs_denomina
     hedgehog = re.search(r'<th scope="row">hedgehog</th>.*?</tr>', table, re.S).group(0)
     assert re.search(r'<td class="empty" data-value="" title="[^"]*">not an estimate of softmax', hedgehog)
     assert ">0.0625<" in re.search(r'<th scope="row">favor</th>.*?</tr>', table, re.S).group(0)
-    assert "the most faithful map by output error is hedgehog and the least taylor" in page
+    assert ("by output error the most faithful map is hedgehog and the least taylor" in page
+            and "hedgehog declares a normaliser of its own" in page)
 
 
 def write_all(root: Path, records: list[dict]) -> Path:
@@ -198,7 +199,7 @@ def test_every_sentence_of_the_first_screen_comes_from_a_named_rule(tmp_path):
     assert {"SCALE", "PAPER_SCALE", "LENGTH_GAP", "TIES", "EQUAL_STATE", "EQUAL_WIDTH", "KERNEL_CROSSOVER",
             "FIDELITY", "CITATION"} <= used
     # The paragraph states the scale from the records.
-    assert "This board trains 7 attention methods" in page and "at most 2,000 training steps per run" in page
+    assert "The board: 7 attention methods" in page and "at most 2,000 steps per run" in page
 
 
 NUMBER = re.compile(r"(?<![\w-])\d")  # a number, not a digit inside a name (CIFAR-10)

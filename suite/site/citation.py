@@ -30,6 +30,6 @@ def citation(path: Path = CITATION_FILE) -> Citation | None:
     version = f", version {data['version']}" if data.get("version") else ""
     released = f" ({data['date-released']})" if data.get("date-released") else ""
     url = data.get("repository-code") or data.get("url")
-    where = "Repository:" if url else "The repository's public address is not named in its CITATION.cff yet."
-    return Citation(f"Cite as: {authors}, \u201c{data.get('title', 'attention-suite')}\u201d{version}{released}, "
-                    f"from the repository's CITATION.cff. {where}", url)
+    where = "the root of the repository at" if url else "the repository's root, which names no public address yet"
+    return Citation(f"Cite: {authors}, \u201c{data.get('title', 'attention-suite')}\u201d{version}{released}; the "
+                    f"entry is CITATION.cff at {where}", url)

@@ -57,7 +57,8 @@ class Figure:
 
 def metric_axis(metric: Metric, log: bool) -> Axis:
     unit = {"fraction": "fraction", "bytes": "bytes", "s": "s"}.get(metric.unit, "")
-    return Axis(f"{metric.label} ({metric.unit})", unit, log=log or metric.unit == "bytes")
+    shown = "%" if metric.unit == "fraction" else metric.unit  # a fraction's ticks are written in percent
+    return Axis(f"{metric.label} ({shown})", unit, log=log or metric.unit == "bytes")
 
 
 def compact_count(n: float) -> str:

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field, replace
 
 from suite.metrics import declared, format_bytes
 from suite.site import known
-from suite.site.board import Cell, Column, Row, board_tables
+from suite.site.board import LRA_TASKS, Cell, Column, Row, board_tables
 from suite.site.figures import (
     FidelityHeadline,
     Figure,
@@ -258,8 +258,9 @@ def lead(rows: list[Row], columns: list[Column], runs: list[Run]) -> Lead:
     rankings = [r for line in lines for r in (line.best, line.best_sub)] + [g.ranking for g in (*states, *widths)]
     used = [e for r in rankings for e in (*r.leaders, *r.behind)]
     fidelity = fidelity_headline(runs)
-    summary = [s for s in (scale_sentence(rows), paper_scale_sentence(rows), state_sentence(state_point, states),
-                           length_gap_sentence(rows, kernel), fidelity_sentence(fidelity)) if s]
+    summary = [s for s in (scale_sentence(rows), paper_scale_sentence(rows, columns),
+                           state_sentence(state_point, states), length_gap_sentence(rows, kernel),
+                           fidelity_sentence(fidelity)) if s]
     return Lead(figures, summary, lines, state_point, states, widths, kernel, fidelity,
                 any(e.assumed for e in used))
 
@@ -277,11 +278,11 @@ def state_sentence(point: Column | None, groups: list[StateGroup]) -> Sentence |
         verdict = ("tie with" if any(e.exact for e in top) else "lead") if subs else "trail"
         size = format_bytes(group.low)
         verdicts[verdict].append(f"{size} ({', '.join(subs)})" if subs else size)
-    parts = [f"{verdict} it at {', '.join(found)}" for verdict, found in verdicts.items() if found]
+    parts = [f"{verdict} it at {' and '.join(found)}" for verdict, found in verdicts.items() if found]
     if point is None or not parts:
         return None
     return Sentence("EQUAL_STATE", f"On {point.label}, at equal state, the best sub-quadratic cells "
-                    f"{'; '.join(parts).replace(' it at', ' exact attention at', 1)}.")
+                    f"{', and '.join(parts).replace(' it at', ' exact attention at', 1)}.")
 
 
 def fidelity_sentence(found: FidelityHeadline | None) -> Sentence | None:
@@ -290,13 +291,15 @@ def fidelity_sentence(found: FidelityHeadline | None) -> Sentence | None:
     if found is None or len(found.rows) < 2:
         return None
     by_tv = sorted(found.rows, key=lambda r: r.errors["attention_tv"])
-    text = (f"Against exact attention at N = {found.length:,.0f} (mean over {', '.join(found.sources)}), the most "
-            f"faithful map by output error is {found.rows[0].method} and the least {found.rows[-1].method}; by "
-            f"attention total variation, {by_tv[0].method} and {by_tv[-1].method}.")
+    text = (f"Fidelity at N = {found.length:,.0f}: by output error the most faithful map is {found.rows[0].method} "
+            f"and the least {found.rows[-1].method} (by attention total variation: {by_tv[0].method}, "
+            f"{by_tv[-1].method}).")
     others = found.not_estimates()
     if others:
-        text += (f" Not an estimate of softmax's denominator, as the method declares ({', '.join(others)}): a "
-                 "normaliser with a scale of its own, whose denominator error is not ranked with the estimates.")
+        text += (f" {' and '.join(others)} declare a normaliser of their own, not an estimate of softmax's: their "
+                 "denominator error is not ranked." if len(others) > 1 else
+                 f" {others[0]} declares a normaliser of its own, not an estimate of softmax's: its denominator "
+                 "error is not ranked.")
     return Sentence("FIDELITY", text)
 
 
@@ -307,14 +310,14 @@ def spread_of(values: list[float]) -> str:
 
 
 def task_lengths(runs: list[Run]) -> str:
-    """Per task: the sequence lengths its runs learned on ('mqar: 64 tokens')."""
+    """Per task: the sequence lengths its runs learned on ('mqar at 64 tokens')."""
     found: dict[str, set[str]] = {}
     for run in runs:
         task = run.record["task"]
         low, high = task.get("min_length"), task.get("max_length")
         length = f"{low}-{high}" if low and high else str(task.get("seq_len"))
         found.setdefault(run.task, set()).add(length)
-    return "; ".join(f"{task}: {' / '.join(sorted(v, key=len))} tokens" for task, v in sorted(found.items()))
+    return ", ".join(f"{task} at {' / '.join(sorted(v, key=len))} tokens" for task, v in sorted(found.items()))
 
 
 def board_runs(rows: list[Row]) -> list[Run]:
@@ -331,24 +334,25 @@ def scale_sentence(rows: list[Row]) -> Sentence | None:
     threads = sorted({str(r.record["config"].get("cpu_threads")) for r in runs
                       if r.device == "cpu" and r.record["config"].get("cpu_threads")})
     methods = sorted({r.method for r in runs}, key=known.method_rank)
-    text = (f"This board trains {len(methods)} attention methods ({', '.join(methods)}) in {len(runs):,} runs "
-            f"({task_lengths(runs)})")
+    text = (f"The board: {len(methods)} attention methods ({', '.join(methods)}) trained in {len(runs):,} runs on "
+            f"{task_lengths(runs)}")
     if params:
-        text += f", in models of {spread_of(params)} parameters"
+        text += f"; models of {spread_of(params)} parameters"
     if steps:
-        text += f", at most {max(steps):,} training steps per run"
+        text += f"; at most {max(steps):,} steps per run"
     if threads:
-        text += f", on {' / '.join(threads)} CPU thread(s) per run"
+        text += f" on {' / '.join(threads)} CPU thread{'' if threads == ['1'] else 's'}"
     return Sentence("SCALE", text + ".")
 
 
-def paper_scale_sentence(rows: list[Row]) -> Sentence | None:
-    """PAPER_SCALE: said whenever the board ran on a CPU."""
+def paper_scale_sentence(rows: list[Row], columns: list[Column]) -> Sentence | None:
+    """PAPER_SCALE: said whenever the board ran on a CPU; the published rows named where they show."""
     if not any(r.device == "cpu" for r in rows):
         return None
+    published = "; the published LRA rows are the paper's own, not rerun here" if any(
+        c.task in LRA_TASKS for c in columns) else ""
     return Sentence("PAPER_SCALE", "These are CPU-scale results: they compare the methods at these sizes and "
-                    "budgets, not at the papers' scale (GPU-trained, longer sequences, larger models); the "
-                    "published results shown beside them are reported by their papers, not rerun here.")
+                    f"budgets, not at the papers' scale{published}.")
 
 
 def length_gap_sentence(rows: list[Row], kernel: KernelTable | None) -> Sentence | None:

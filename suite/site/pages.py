@@ -34,7 +34,7 @@ from suite.site.board import (
     column_baselines,
     format_lr,
 )
-from suite.site.citation import Citation
+from suite.site.citation import citation
 from suite.site.curves import CurveCell, cell_href
 from suite.site.figures import FIDELITY_FEATURES, FidelityHeadline, Figure
 from suite.site.lead import ASSUMED_TIME, RULE_NOTE, RULES, Lead
@@ -155,7 +155,7 @@ def environment(site_dir: Path = SITE_DIR) -> jinja2.Environment:
         curve_title=curve_title, cell_href=cell_href,
         is_number=lambda v: number(v) is not None, is_table=is_table,
         table_columns=lambda items: list(dict.fromkeys(k for item in items for k in item)),
-        bundle=BUNDLE, charts=False, root="",
+        bundle=BUNDLE, charts=False, root="", citation=citation(),
     )
     return env
 
@@ -240,8 +240,7 @@ def filters(runs: Iterable) -> dict[str, list[str]]:
 def board_page(env: jinja2.Environment, rows: list[Row], columns: list[Column], references: list[ReferenceRow],
                problems: list[str], *, lead: Lead | None = None, lead_figures: list[Placed] = (),
                figures: list[Placed] = (), fidelity: FidelityHeadline | None = None,
-               left_off: list[Mapping] = (), findings: list[Mapping] = (), citation: Citation | None = None,
-               **page: Any) -> str:
+               left_off: list[Mapping] = (), findings: list[Mapping] = (), **page: Any) -> str:
     """The leaderboard. First what it finds: the recall figures, a line per point naming its best
     and best sub-quadratic method, the kernel crossovers; then one table per task family (our rows,
     mean ± std over seeds against each column's baseline, the published LRA rows), then the
@@ -257,7 +256,7 @@ def board_page(env: jinja2.Environment, rows: list[Row], columns: list[Column], 
                   filters=filters(rows), budgets=budget_rows(rows, columns), cost=cost, accuracy=ACCURACY,
                   test_budgets=TEST_BUDGETS, clear_rule=CLEAR_RULE, lra_rule=LRA_RULE, plateau_rule=PLATEAU_RULE,
                   provenance_rule=PROVENANCE_RULE, lead_rules=RULES, rule_note=RULE_NOTE, assumed_time=ASSUMED_TIME,
-                  state_band=STATE_BAND, exact_method=known.reference_method(), citation=citation,
+                  state_band=STATE_BAND, exact_method=known.reference_method(),
                   lra_source=reference.SOURCE, fidelity_features=FIDELITY_FEATURES, **page)
 
 
