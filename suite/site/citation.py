@@ -30,6 +30,6 @@ def citation(path: Path = CITATION_FILE) -> Citation | None:
     version = f", version {data['version']}" if data.get("version") else ""
     released = f" ({data['date-released']})" if data.get("date-released") else ""
     url = data.get("repository-code") or data.get("url")
-    where = "the root of the repository at" if url else "the repository's root, which names no public address yet"
+    where = "the root of the repository at" if url else "the repository's root, which names no public address yet."
     return Citation(f"Cite: {authors}, \u201c{data.get('title', 'attention-suite')}\u201d{version}{released}; the "
                     f"entry is CITATION.cff at {where}", url)
