@@ -1,8 +1,9 @@
-"""What the board's first screen states, derived from the records: the recall figures (accuracy
-against key-value pairs at each method's default state, accuracy against recurrent state bytes at
-the state-bound point), one line per board point naming its best method and its best sub-quadratic
-method at no more state, the best of each kind at or below each state budget of the state-bound
-point, and where each method's kernel overtakes exact attention."""
+"""What the board's first screen states, derived from the records by the rules in RULES (the
+comparisons themselves live in suite/site/rules.py): a paragraph of what the board ran and found, the
+recall figures, one line per board point naming its best cells and its best sub-quadratic cells at
+no more state (or the cells tied for it), the equal-state and equal-width comparisons of the
+state-bound point, and where each method's kernel overtakes exact attention. Each sentence carries
+its rule's name, so a reader (and tests/test_site_rules.py) can tell which rule made it."""
 
 from __future__ import annotations
 
