@@ -72,6 +72,9 @@ class AttentionMethod(nn.Module):
     denominator_eps: ClassVar[float] = 0.0
     #: What the fidelity mode adds about this method's errors (e.g. that it estimates another kernel).
     fidelity_note: ClassVar[str | None] = None
+    #: Whether the normaliser sum_j w_ij estimates softmax's sum_j exp(q.k/sqrt(D)); False where it has a
+    #: scale of its own (the board then shows no denominator error of it among the estimates).
+    denominator_estimates_softmax: ClassVar[bool] = True
     #: How the time of the parallel form grows with the sequence length N: "N^2" (exact attention
     #: over the whole context), "N log N" or "N" (the substitutes). The board names the best
     #: sub-quadratic method of each point from it.

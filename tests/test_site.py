@@ -74,7 +74,8 @@ def fidelity_record(method: str) -> dict:
     points = [{"method": method, "source": "gaussian", "seq_len": n, "d_phi": d,
                "denominator_rel_error": {"mean": 1 / math.sqrt(d), "median": 0.8 / math.sqrt(d),
                                          "max": 3 / math.sqrt(d)},
-               "output_rel_error": {"mean": 2 / math.sqrt(d)}, "kernelized_flops": 1000 * d}
+               "output_rel_error": {"mean": 2 / math.sqrt(d)}, "attention_tv": {"mean": 0.5 / math.sqrt(d)},
+               "kernelized_flops": 1000 * d}
               for d in (16, 64, 256) for n in (128, 1024)]
     return new_record("fidelity", config={"mode": {"name": "fidelity"}, "seed": 0}, config_hash=f"f{method}",
                       method={"name": method, "impl": "naive", "params": {}}, task={"name": "fidelity"},
@@ -278,7 +279,8 @@ def test_kernel_decode_and_fidelity_plots(built):
                for f in decode if "median/token" in f.title)
     fidelity = fidelity_figures(runs)
     assert [f.title for f in fidelity] == ["fidelity: denominator err vs d_phi", "fidelity: denominator err vs N",
-                                           "fidelity: output err vs d_phi", "fidelity: output err vs N"]
+                                           "fidelity: output err vs d_phi", "fidelity: output err vs N",
+                                           "fidelity: attention TV vs d_phi", "fidelity: attention TV vs N"]
     means = sorted({r["y"] for r in rows_of(fidelity[0])})  # of the errors over queries
     assert means == pytest.approx([1 / math.sqrt(d) for d in (256, 64, 16)])
     for figure in kernel + decode + fidelity:  # valid Vega-Lite; the scaling plots zoom and pan

@@ -5,6 +5,7 @@ figures, the fidelity headline, and the tasks left off."""
 
 from __future__ import annotations
 
+import csv
 import json
 import re
 import shutil
@@ -32,9 +33,9 @@ def train(method: str = "softmax", task: str = "mqar", *, seed: int = 0, lr: flo
           steps: int = 100, max_steps: int = 2000, stopped: bool = True, memory: int = 2**20,
           memory_source: str = "rss_high_water_mark_above_built_run", curve: list | None = None,
           best_step: int | None = None, commit: str = "c0ffee0", dirty: bool = False, time: str | None = None,
-          d_model: int = 64) -> dict:
+          d_model: int = 64, loss: float | None = None, params: int | None = None) -> dict:
     """A train record of the CPU board's shape, with made-up numbers (``time``: the method's
-    time_in_length; ``curve``: its val_curve)."""
+    time_in_length; ``curve``: its val_curve; ``loss``: its final train loss)."""
     task_block = {"name": task, "seq_len": seq_len} | ({"num_kv_pairs": pairs} if pairs is not None else {})
     config = {
         "method": {"name": method, "impl": "auto", "options": options or {}},
@@ -56,6 +57,10 @@ def train(method: str = "softmax", task: str = "mqar", *, seed: int = 0, lr: flo
         metrics["val_curve"] = curve
     if best_step is not None:
         metrics["best_step"] = best_step
+    if loss is not None:
+        metrics["final_train_loss"] = loss
+    if params is not None:
+        metrics["param_count"] = params
     digest = f"{method}-{task}-{seq_len}-{pairs}-{budget}-{lr}-{seed}-{d_model}-{sorted((options or {}).items())}"
     method_block = {"name": method, "impl": "auto"} | ({"time_in_length": time} if time else {})
     record = new_record("train", config=config, config_hash=digest, method=method_block,
@@ -284,9 +289,9 @@ def test_left_off_tasks_are_listed_with_their_reasons(tmp_path):
     assert "<b>foo</b>: bar" in section(build(tmp_path / "b", [train()], site), "Not on the CPU board")
 
 
-def test_findings_are_shown_with_their_evidence_and_a_malformed_note_is_refused(tmp_path):
+def test_setup_notes_are_shown_and_a_malformed_note_is_refused(tmp_path):
     findings = json.loads((SITE_DIR / "data" / "board_notes.json").read_text())["findings"]
-    shown = section(build(tmp_path / "a", [train()]), "What the board shows, and the evidence")
+    shown = section(build(tmp_path / "a", [train()]), "Notes on the setup")
     assert findings and all(f"<dt>{as_html(n['title'])}</dt><dd>{as_html(n['text'])}</dd>" in shown for n in findings)
     site = tmp_path / "site"
     shutil.copytree(SITE_DIR, site, ignore=shutil.ignore_patterns("_build"))
@@ -294,15 +299,17 @@ def test_findings_are_shown_with_their_evidence_and_a_malformed_note_is_refused(
     with pytest.raises(SiteError, match='"findings": \\[\\{"title": ..., "text": ...\\}'):
         build(tmp_path / "b", [train()], site)
     (site / "data" / "board_notes.json").write_text(json.dumps({"left_off": []}))  # no findings: no section
-    assert "What the board shows" not in build(tmp_path / "c", [train()], site)
+    assert "Notes on the setup" not in build(tmp_path / "c", [train()], site)
 
 
 def test_fidelity_headline_at_one_length_and_feature_count(tmp_path):
     page = build(tmp_path / "a", [train(), fidelity_record("favor")])
-    table = section(page, "Fidelity to softmax: the denominator")
-    assert "N = 1024" in table and "nearest 256" in table
+    table = section(page, "Fidelity to softmax")
+    assert "N = 1,024" in table and "nearest 256" in table and "mean over gaussian" in table
     favor = re.search(r'<th scope="row">favor</th>.*?</tr>', table, re.S).group(0)
-    assert "<td>256</td>" in favor and ">0.0625<" in favor  # 1 / sqrt(256): the mean over queries
+    # 1 / sqrt(256), 2 / sqrt(256), 0.5 / sqrt(256): the denominator first, then the ranked columns
+    cells = re.findall(r"<td[^>]*>([^<]*)</td>", favor)
+    assert cells == ["256", "0.0625", "0.125", "0.0312"]
     assert "Fidelity to softmax" not in build(tmp_path / "b", [train()])
 
 
@@ -340,3 +347,30 @@ def cpu_board() -> list[dict]:
             records += cpu_cell(method, 0.9 - 0.2 * (k + 1), pairs=16, time=time, options=options,
                                 d_model=sizes.get("d_model", 64), state=1024 * (k + 1) * (i + 1))
     return records
+
+
+def test_data_a_reader_can_reuse(tmp_path):
+    """records.csv carries the columns that define a cell, each once; the board's cells download as
+    CSV and JSON; a run's title names its variant; its command sets the CPU threads."""
+    records = seeds_of("sliding_window", options={"window": 16}, pairs=8) + seeds_of(
+        "sliding_window", options={"window": 16}) + [train("sliding_window", options={"window": 8})]
+    records[-1]["config"]["cpu_threads"] = 1
+    build(tmp_path, records)
+    out = tmp_path / "out"
+    header, *lines = list(csv.reader((out / "records.csv").read_text().splitlines()))
+    assert len(header) == len(set(header)) and header.count("impl") == 1
+    assert {"model", "d_model", "lr", "seq_len", "num_kv_pairs", "method.window"} <= set(header)
+    window = {line[header.index("method.window")] for line in lines}
+    assert window == {"16", "8"}
+    cells = json.loads((out / "cells.json").read_text())
+    assert sorted((c["variant"], c["num_kv_pairs"], c["n"]) for c in cells) == [
+        ("", 4, 3), ("", 8, 3), ("window=8", 4, 1)]
+    assert (out / "cells.csv").read_text().splitlines()[0].startswith("method,variant,budget,device,dtype,task")
+    variant = next(r for r in load_runs(tmp_path / "results")[0] if r.record["config"].get("cpu_threads") == 1)
+    page = (out / variant.page).read_text()
+    assert "<h1>sliding_window (window=8) on mqar (train, ok)</h1>" in page
+    assert "cpu_threads=1" in page and "attention-suite repository" in page
+
+
+def seeds_of(method: str, **kw) -> list[dict]:
+    return [train(method, seed=s, test=0.9 + 0.01 * s, **kw) for s in range(3)]

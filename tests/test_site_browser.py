@@ -2,7 +2,8 @@
 column header sorts the board, the filters hide rows, every figure is drawn live (vega-embed from
 the build's assets) in place of its static SVG, hovering a point shows its values, a legend click
 shows one series alone, links resolve; a board of the CPU board's shape fits a 1,400-pixel window
-without horizontal scrolling and shows its first figure above its first table.
+without horizontal scrolling, at 1,400 and at 420 pixels (a phone), and shows its first figure, unclipped,
+on the first screen above its first table.
 
 Marked `external` (it needs Debian's chromium and chromium-driver): .ci/run installs them and runs
 these tests after the default run. Never skipped: without Chromium, its driver or selenium it fails
@@ -183,27 +184,43 @@ def cpu_site(tmp_path_factory) -> Path:
     return build_site(root / "results", root / "out").out_dir
 
 
-def test_the_board_fits_1400_pixels_and_leads_with_its_figures(browser, cpu_site, tmp_path):
-    browser.set_window_size(1400, 900)
+# Per figure: its box, the drawing inside it, and whether the box scrolls (a clipped figure would).
+FIGURE_BOXES = """
+return Array.from(document.querySelectorAll('figure.chart-figure')).map(f => {
+  const chart = f.querySelector('.chart'), drawing = chart.querySelector('svg') || chart.querySelector('img');
+  const box = chart.getBoundingClientRect(), drawn = drawing.getBoundingClientRect();
+  return {left: box.left, right: box.right, top: box.top + window.scrollY, drawn_right: drawn.right,
+          scrolls: chart.scrollWidth > chart.clientWidth + 1, shown: drawn.width > 200};
+});"""
+
+
+@pytest.mark.parametrize("width", [1400, 420])
+def test_the_board_fits_the_window_and_leads_with_its_figures(browser, cpu_site, tmp_path, width):
+    # A phone's width through the device metrics: a desktop Chromium window is never narrower than 500 px.
+    browser.execute_cdp_cmd("Emulation.setDeviceMetricsOverride",
+                            {"width": width, "height": 900, "deviceScaleFactor": 1, "mobile": False})
     try:
         browser.get((cpu_site / "index.html").as_uri())
         WebDriverWait(browser, 60).until(all_figures_live)
         inner, scroll = browser.execute_script(
             "return [window.innerWidth, document.documentElement.scrollWidth]")
-        assert inner <= 1400 and scroll <= inner, (inner, scroll)  # no horizontal scrolling
-        figure_top, table_top, tables = browser.execute_script(
-            "const top = e => e.getBoundingClientRect().top + window.scrollY;"
-            "return [top(document.querySelector('figure.chart-figure')), top(document.querySelector('table.board')),"
+        assert inner == width and scroll <= inner, (inner, scroll)  # no horizontal scrolling
+        figures = browser.execute_script(FIGURE_BOXES)
+        assert figures and all(f["shown"] and not f["scrolls"] and f["left"] >= 0 and f["right"] <= inner + 1
+                               and f["drawn_right"] <= f["right"] + 1 for f in figures), figures  # none clipped
+        table_top, tables = browser.execute_script(
+            "return [document.querySelector('table.board').getBoundingClientRect().top + window.scrollY,"
             "        document.querySelectorAll('table.board').length]")
-        assert figure_top < table_top and figure_top < 900, (figure_top, table_top)  # on the first screen
+        assert figures[0]["top"] < min(table_top, 900), (figures[0], table_top)  # on the first screen
         assert tables == 2  # recall, then ListOps short
         lead = browser.find_element("css selector", "section.lead")
-        assert "mqar" in lead.text and "best sub-quadratic" in lead.text and "state-bound point" in lead.text
-        browser.save_screenshot(str(tmp_path / "first-screen.png"))
+        assert "mqar" in lead.text and "best sub-quadratic" in lead.text and "equal state" in lead.text
+        browser.save_screenshot(str(tmp_path / f"first-screen-{width}.png"))
         assert console_errors(browser) == []
         browser.find_element("css selector", "table.board a.curve").click()  # a cell's validation curves
         WebDriverWait(browser, 60).until(all_figures_live)
         assert "Validation curves" in browser.title and console_errors(browser) == []
         assert browser.execute_script("return document.documentElement.scrollWidth <= window.innerWidth")
     finally:
+        browser.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})
         browser.set_window_size(1400, 1000)

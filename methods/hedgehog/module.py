@@ -50,6 +50,7 @@ class HedgehogAttention(FeatureMapAttention):
                      "as built, which mimics nothing; rows 'hedgehog fitted' fit W, b on half of each captured "
                      "source's queries (cross-entropy with softmax's attention rows), and both are measured on "
                      "the other half there.")
+    denominator_estimates_softmax = False  # each half of phi sums to 1: a fixed scale, not exp's sum
 
     def __init__(self, head_dim: int, impl: str = "auto", **options) -> None:
         super().__init__(head_dim, impl, **options)

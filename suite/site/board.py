@@ -34,10 +34,14 @@ CLEAR_RULE = (
 # What a cell's verdict says, beside its mean.
 VERDICTS = {"above": "", "baseline": "≈ baseline", "untested": "n=1: untested", "no baseline": "no baseline"}
 PLATEAU_RULE = (
-    "A cell reads 'on the plateau at step N' when it is ≈ baseline (mean within 2 SE of it) and every run "
-    "it averages ran to its budget's max_steps without stopping early: the budget, not the method, ended it "
-    "there (N: the steps its runs took). Its validation curves show whether it was still rising."
+    "Each seed's validation curve (metrics.val_curve) is read on its own, once the run ran to its budget's "
+    "max_steps without stopping early. A seed is flat when no point of its curve is clearly above the baseline "
+    "(above baseline + 2 binomial SE over its validation examples); it is still rising when its best validation "
+    "accuracy came in the last tenth of its steps. A cell reads 'on the plateau at step N' when every seed is flat "
+    "(the budget, not the method, ended it there), and 'still rising at step N' when a seed is still rising "
+    "(N: the steps its runs took). A cell whose runs stopped early, or lack curves, gets neither label."
 )
+RISING_TAIL = 0.1  # a best validation step in the last tenth of a run's steps: still rising when the budget ended it
 PROVENANCE_RULE = (
     "Every run of a cell should come from one commit of a clean checkout. A cell whose runs (the sweep's "
     "included) ran on a checkout with uncommitted changes (env.git_dirty) is marked 'dirty tree'; one whose "
@@ -161,18 +165,20 @@ class Cell:
         """The cell's runs made on a checkout with uncommitted changes."""
         return [r for r in self.every_run() if r.model.env.git_dirty]
 
-    def plateau_step(self) -> int | None:
-        """The step at which the budget stopped the cell on its plateau (PLATEAU_RULE), else None."""
-        if self.mean() is None or self.verdict() != "baseline":
+    def curve_mark(self) -> str | None:
+        """What the seeds' validation curves say when the budget ended them (PLATEAU_RULE): 'on the
+        plateau at step N', 'still rising at step N (seeds ...)', or None."""
+        runs = [r for r in self.runs if r.status == "ok"]
+        shapes = [curve_shape(r) for r in runs]
+        if not runs or None in shapes:
             return None
-        steps = []
-        for run in (r for r in self.runs if r.status == "ok"):
-            budget = run.model.config.budget
-            limit, taken = (budget.max_steps if budget else None), run.metric("steps")
-            if limit is None or taken is None or taken < limit or stopped_early(run):
-                return None
-            steps.append(taken)
-        return max(steps) if steps else None
+        step = max(r.metric("steps") for r in runs)
+        if all(shape == "flat" for shape in shapes):
+            return f"on the plateau at step {step:,}"
+        rising = [str(r.seed) for r, shape in zip(runs, shapes) if shape == "rising"]
+        if rising:
+            return f"still rising at step {step:,} (seed{'s' if len(rising) > 1 else ''} {', '.join(rising)})"
+        return None
 
     def best_steps(self) -> list[tuple[Any, int]]:
         """(seed, metrics.best_step) of each averaged run that recorded it: the steps to its best
@@ -191,6 +197,32 @@ class Cell:
             if by_source.get(source):
                 return statistics.median(by_source[source]), source
         return None, None
+
+
+def ran_budget(run: Run) -> bool:
+    """Whether the run took every step its budget allows, without stopping at its target."""
+    budget, taken = run.model.config.budget, run.metric("steps")
+    limit = budget.max_steps if budget else None
+    return limit is not None and taken is not None and taken >= limit and not stopped_early(run)
+
+
+def curve_shape(run: Run) -> str | None:
+    """A run's validation curve once its budget ended it (PLATEAU_RULE): 'flat' (never clearly
+    above its baseline), 'rising' (its best in the last tenth of its steps), 'learned', or None (no
+    curve or baseline, or the run did not run its budget)."""
+    curve, baseline = run.metric("val_curve"), board_baseline(run)
+    if not curve or baseline is None or not ran_budget(run):
+        return None
+    budget = run.model.config.budget
+    examples = budget.num_val if budget and budget.num_val else None
+    b = baseline.accuracy
+    noise = 2 * math.sqrt(b * (1 - b) / examples) if examples else 0.0
+    steps, accuracies = [s for s, _ in curve], [a for _, a in curve]
+    best = max(accuracies)
+    if best <= b + noise:
+        return "flat"
+    best_step = steps[accuracies.index(best)]
+    return "rising" if best_step >= (1 - RISING_TAIL) * steps[-1] else "learned"
 
 
 def stopped_early(run: Run) -> bool | None:
@@ -389,7 +421,8 @@ def board_columns(rows: list[Row]) -> list[Column]:
     return lra + [c for c in present if c not in lra]
 
 
-FAMILY_TITLES = {"recall": "Recall", "lra": "Long Range Arena tasks"}
+FAMILY_TITLES = {"recall": "Recall", "lra": "Long Range Arena tasks",
+                 "listops_short": "ListOps short: LRA's ListOps generator on short sequences, not an LRA number"}
 MAX_COLUMNS = 6  # board points per table: more would not fit a 1,400-pixel window
 
 
@@ -417,9 +450,13 @@ class Table:
 
 
 def family_of(column: Column) -> str:
+    """LRA's own tasks form its family; a task of another family's kind (ListOps short: LRA's
+    generator, shorter sequences) is its own, so it never reads as an LRA number."""
     if column.task in reference.TASKS:
         return "lra"
-    return column.family or ("recall" if column.recall else column.task)
+    if column.recall:
+        return "recall"
+    return column.family if column.family and column.family != "lra" else column.task
 
 
 def board_tables(rows: list[Row], columns: list[Column]) -> list[Table]:

@@ -1,7 +1,7 @@
 """Build the static site: a pure function of the results folder (plus the package's
 templates/ and assets/). Output: index.html (the board), plots.html, runs.html, runs/<run>.html, the raw
-records under records/, records.json / records.csv, each figure's static SVG under figures/,
-and the record schema of each kind under schema/."""
+records under records/, records.json / records.csv, the board's cells as cells.csv / cells.json, each
+figure's static SVG under figures/, and the record schema of each kind under schema/."""
 
 from __future__ import annotations
 
@@ -19,10 +19,10 @@ from pathlib import Path
 
 from suite import modes, schema
 from suite.metrics import declared as declared_metrics
-from suite.site import pages, render
+from suite.site import downloads, pages, render
 from suite.site.board import board_columns, board_rows, conflict_messages, reference_rows
 from suite.site.curves import curve_pages, page_path
-from suite.site.figures import Figure, board_figures, fidelity_figures, fidelity_headline, pareto_figures, sweep_figures
+from suite.site.figures import Figure, board_figures, fidelity_figures, pareto_figures, sweep_figures
 from suite.site.lead import lead
 from suite.site.runs import Run, load_runs, number, safe_name
 
@@ -94,7 +94,7 @@ def write_site(runs: list[Run], problems: list[str], results_dir: Path, out_dir:
     placed = place_figures([f for f in board_figures(rows, columns) if f.title not in shown_first], out_dir, "board")
     leading = place_figures(first.figures, out_dir, "lead")
     write("index.html", pages.board_page(env, rows, columns, reference_rows(), problems, lead=first,
-                                         lead_figures=leading, figures=placed, fidelity=fidelity_headline(runs),
+                                         lead_figures=leading, figures=placed, fidelity=first.fidelity,
                                          **board_notes(site_dir), **page("index.html", "Leaderboard")))
     figures = [f for mode in modes.registry().values() if mode.section
                for f in mode_figures(mode, runs, rows, columns)]
@@ -104,12 +104,15 @@ def write_site(runs: list[Run], problems: list[str], results_dir: Path, out_dir:
     if placed or leading or figures or curves:
         write(f"assets/{render.BUNDLE}", render.javascript_bundle())
     write("runs.html", pages.runs_page(env, runs, publish_schemas(out_dir), **page("runs.html", "All runs")))
-    for run in runs:
-        title = f"{run.method} on {run.task} ({run.kind}, {run.status})"
+    labels = {id(r): row.label for row in rows for cell in row.cells.values() for r in cell.every_run()}
+    for run in runs:  # a run's title names its variant, as its row does (sliding_window (window=32))
+        title = f"{labels.get(id(run), run.method)} on {run.task} ({run.kind}, {run.status})"
         write(run.page, pages.run_page(env, run, **page(run.page, title)))
         copy_record(run, results_dir, out_dir)
     write("records.json", json.dumps([r.record for r in runs], indent=1, default=str) + "\n")
     write("records.csv", records_csv(runs))
+    write("cells.csv", table_csv(downloads.CELL_COLUMNS, downloads.cells(rows)))
+    write("cells.json", downloads.cells_json(rows))
     write(MARKER, "built by python -m suite.site; rebuilt whole on each build\n")
 
 
@@ -245,19 +248,31 @@ def copy_record(run: Run, results_dir: Path, out_dir: Path) -> None:
 
 
 def records_csv(runs: list[Run]) -> str:
-    """One row per run: identity columns, then every scalar metric (declared train metrics first)."""
+    """One row per run: identity columns, the columns that define its cell (downloads.CELL_FIELDS and
+    every method option), then every scalar metric (declared train metrics first); each column once."""
     declared = list(declared_metrics("train"))
-    scalars = {k for r in runs for k, v in r.metrics.items() if isinstance(v, (str, int, float, bool))}
+    options = downloads.option_names(runs)
+    fixed = [*CSV_FIELDS, *downloads.CELL_FIELDS, *(f"method.{name}" for name in options)]  # method.seed: not the run's
+    scalars = {k for r in runs for k, v in r.metrics.items() if isinstance(v, (str, int, float, bool))} - set(fixed)
     metric_columns = [n for n in declared if n in scalars] + sorted(scalars - set(declared))
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
-    writer.writerow(list(CSV_FIELDS) + metric_columns)
+    writer.writerow(fixed + metric_columns)
     for run in runs:
         identity = (run.run_id, run.kind, run.status, run.method, run.impl, run.task, run.budget, run.device,
                     run.dtype, run.seed, run.created, run.model.env.git_commit, run.config_hash,
                     run.source.as_posix())
         values = [run.metrics.get(n) for n in metric_columns]
-        writer.writerow([csv_cell(v) for v in (*identity, *values)])
+        writer.writerow([csv_cell(v) for v in (*identity, *downloads.cell_values(run, options), *values)])
+    return buffer.getvalue()
+
+
+def table_csv(columns: tuple[str, ...], rows: list[dict]) -> str:
+    """``rows`` (dicts) as CSV under ``columns``."""
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(columns)
+    writer.writerows([csv_cell(row.get(c)) for c in columns] for row in rows)
     return buffer.getvalue()
 
 

@@ -95,6 +95,9 @@ def scale_and_axis(axis: Axis, values: Sequence[float]) -> tuple[alt.Scale, alt.
     labelled in the axis' unit) for ``values``."""
     title = axis.title + (" (log)" if axis.log else "")
     ticks = axis.ticks(values)
+    if ticks is None and axis.unit == "fraction":  # a share: 0% to 100%, never beyond
+        return (alt.Scale(domain=[0, 1], nice=False, zero=True),
+                alt.Axis(title=title, labelExpr=axis.label_expr(), grid=True))
     if ticks is None:
         return (alt.Scale(zero=False, nice=True, padding=10),
                 alt.Axis(title=title, labelExpr=axis.label_expr(), grid=True))

@@ -57,7 +57,8 @@ class Figure:
 
 def metric_axis(metric: Metric, log: bool) -> Axis:
     unit = {"fraction": "fraction", "bytes": "bytes", "s": "s"}.get(metric.unit, "")
-    return Axis(f"{metric.label} ({metric.unit})", unit, log=log or metric.unit == "bytes")
+    shown = "%" if metric.unit == "fraction" else metric.unit  # a fraction's ticks are written in percent
+    return Axis(f"{metric.label} ({shown})", unit, log=log or metric.unit == "bytes")
 
 
 def compact_count(n: float) -> str:
@@ -508,38 +509,64 @@ def _fidelity_figure(points: list, name: str, metric: Metric, against: str) -> F
     return Figure("fidelity", title, spec, caption + reduced + crowding_note(r["series"] for r in data))
 
 
+COMPARABLE_ERRORS = ("output_rel_error", "attention_tv")  # mean the same for every map: the ranking's keys
+DENOMINATOR = "denominator_rel_error"  # the seed question, where the map's normaliser estimates softmax's
+
+
+@dataclass(frozen=True)
+class FidelityRow:
+    """One map (a fidelity point's method: 'hedgehog', 'hedgehog fitted') at the headline's length."""
+
+    method: str
+    features: float  # its feature count used (nearest FIDELITY_FEATURES)
+    errors: dict[str, float]  # per error: the mean over queries, averaged over the headline's sources
+    estimates_denominator: bool  # whether its normaliser estimates softmax's (known.denominator_estimates_softmax)
+
+
 @dataclass(frozen=True)
 class FidelityHeadline:
-    """The denominator's relative error per method and input source, at one length and feature count."""
+    """The maps ranked by the comparable errors, at one length, over the sources every map measured."""
 
     length: float
     sources: list[str]
-    rows: list[tuple[str, float, dict[str, float]]]  # method, its feature count used, mean error per source
+    rows: list[FidelityRow]  # by output error, then attention TV: most faithful first
+
+    def not_estimates(self) -> list[str]:
+        return [r.method for r in self.rows if not r.estimates_denominator]
 
 
 def fidelity_headline(runs: list[Run]) -> FidelityHeadline | None:
-    """From each method's latest fidelity record: the mean denominator error at the longest length
-    every method measured, at the method's feature count nearest FIDELITY_FEATURES; None without one."""
-    by_method: dict[str, list[tuple[str, float, float, float]]] = {}  # method -> (source, N, d_phi, error)
+    """From each method's latest fidelity record: at the longest length every map measured, each
+    map's feature count nearest FIDELITY_FEATURES, the errors averaged over the input sources every
+    map measured there, ranked by output error then attention TV (FIDELITY rule); None without one."""
+    points: dict[str, list] = {}  # map -> its points
+    estimates: dict[str, bool] = {}
     for run in sorted((r for r in runs if r.kind == "fidelity" and r.status == "ok"), key=lambda r: r.created):
         found: dict[str, list] = {}
-        for p in fidelity_points([run]):
-            error = mean_of(p.denominator_rel_error)
-            if error is not None:
-                found.setdefault(p.method, []).append((p.source, p.seq_len, p.d_phi, error))
-        by_method.update(found)  # a later record of a method replaces an earlier one
-    common = set.intersection(*({n for _, n, _, _ in pts} for pts in by_method.values())) if by_method else set()
+        for p in fidelity_points([run]):  # exact softmax's own points (d_phi null) are no map's
+            if all(mean_of(getattr(p, name)) is not None for name in COMPARABLE_ERRORS):
+                found.setdefault(p.method, []).append(p)
+                estimates[p.method] = known.denominator_estimates_softmax(run.method)
+        points.update(found)  # a later record of a method replaces an earlier one
+    common = set.intersection(*({p.seq_len for p in pts} for pts in points.values())) if points else set()
     if not common:
         return None
     length = max(common)
-    rows, sources = [], []
-    for method, pts in sorted(by_method.items()):
-        at_length = [p for p in pts if p[1] == length]
-        features = min({d for _, _, d, _ in at_length}, key=lambda d: (abs(math.log(d / FIDELITY_FEATURES)), -d))
-        errors: dict[str, list[float]] = {}
-        for source, _, d, error in at_length:
-            if d == features:
-                errors.setdefault(source, []).append(error)
-                sources += [source] if source not in sources else []
-        rows.append((method, features, {s: sum(v) / len(v) for s, v in errors.items()}))
+    chosen = {}
+    for method, pts in points.items():
+        at_length = [p for p in pts if p.seq_len == length]
+        features = min({p.d_phi for p in at_length}, key=lambda d: (abs(math.log(d / FIDELITY_FEATURES)), -d))
+        chosen[method] = [p for p in at_length if p.d_phi == features]
+    sources = sorted(set.intersection(*({p.source for p in pts} for pts in chosen.values())))
+    if not sources:
+        return None
+    rows = []
+    for method, pts in chosen.items():
+        errors = {}
+        for name in (DENOMINATOR, *COMPARABLE_ERRORS):
+            values = [mean_of(getattr(p, name)) for p in pts if p.source in sources]
+            if values and None not in values:
+                errors[name] = sum(values) / len(values)
+        rows.append(FidelityRow(method, pts[0].d_phi, errors, estimates[method]))
+    rows.sort(key=lambda r: tuple(r.errors[name] for name in COMPARABLE_ERRORS))
     return FidelityHeadline(length, sources, rows)

@@ -22,14 +22,40 @@ def declared() -> dict[str, object]:
     origin = Path(spec.origin) if spec and spec.origin else None
     if origin is None or not origin.is_file():
         return {}
+    return literal_assignments(ast.parse(origin.read_text()).body)
+
+
+@cache
+def class_constants(method: str) -> dict[str, object]:
+    """The literal class attributes of the class registered as ``method`` (``name = "<method>"``)
+    in methods/<method>/ (empty if not found): what the method declares, read without importing it."""
+    spec = importlib.util.find_spec("methods")
+    folder = Path(spec.origin).parent / method if spec and spec.origin else None
+    for path in sorted(folder.glob("*.py")) if folder and folder.is_dir() else ():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ClassDef):
+                found = literal_assignments(node.body)
+                if found.get("name") == method:
+                    return found
+    return {}
+
+
+def literal_assignments(body: list[ast.stmt]) -> dict[str, object]:
+    """The ``NAME = literal`` statements of a module or class body."""
     found = {}
-    for node in ast.parse(origin.read_text()).body:
+    for node in body:
         if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
             try:
                 found[node.targets[0].id] = ast.literal_eval(node.value)
             except ValueError:
                 continue
     return found
+
+
+def denominator_estimates_softmax(method: str) -> bool:
+    """Whether the method's normaliser estimates softmax's (methods.base.AttentionMethod's declaration
+    of that name; the default, True, where the method does not override it)."""
+    return class_constants(method).get("denominator_estimates_softmax", True) is not False
 
 
 def canonical_order() -> tuple[str, ...]:

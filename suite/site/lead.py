@@ -1,44 +1,88 @@
-"""What the board's first screen states, derived from the records: the recall figures (accuracy
-against key-value pairs at each method's default state, accuracy against recurrent state bytes at
-the state-bound point), one line per board point naming its best method and its best sub-quadratic
-method at no more state, the best of each kind at or below each state budget of the state-bound
-point, and where each method's kernel overtakes exact attention."""
+"""What the board's first screen states, derived from the records by the rules in RULES (the
+comparisons themselves live in suite/site/rules.py): a paragraph of what the board ran and found, the
+recall figures, one line per board point naming its best cells and its best sub-quadratic cells at
+no more state (or the cells tied for it), the equal-state and equal-width comparisons of the
+state-bound point, and where each method's kernel overtakes exact attention. Each sentence carries
+its rule's name, so a reader (and tests/test_site_rules.py) can tell which rule made it."""
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 
-from suite.metrics import declared
+from suite.metrics import declared, format_bytes
 from suite.site import known
-from suite.site.board import Cell, Column, Row, board_tables
+from suite.site.board import LRA_TASKS, Cell, Column, Row, board_tables
 from suite.site.figures import (
+    FidelityHeadline,
     Figure,
     by_device_and_budget,
     compact_count,
     crossovers,
+    fidelity_headline,
     recall_figures,
     reference_names,
     state_figures,
     sweep_groups,
     sweep_points,
 )
+from suite.site.rules import STATE_BAND, Knobs, equal_state_groups, exact_at, leaders, same_result
 from suite.site.runs import Run
 
-RANK_RULE = (
-    "Per point, over the cells with at least two seeds (one seed gives no spread): the best is the highest "
-    "mean, whatever its method and state; the best sub-quadratic is the highest mean among methods whose time "
-    "grows slower than N² (the record's method.time_in_length is not N^2), counting only cells whose recurrent "
-    "state is at most the best's, so that no method wins by holding more state. At the state-bound point "
-    "(the recall point where the methods ran at the most state sizes) the same is asked at each state budget, "
-    "a power of 4 bytes: the best cell of each kind whose state is at most that budget. Spread: ± one "
-    "standard deviation over seeds, n seeds. A cell that is not clearly above its baseline says so."
-)
 ASSUMED_TIME = (
     "Some of these records predate method.time_in_length: among them, the methods package's reference "
     "method is taken as exact attention and every other as sub-quadratic."
 )
 KERNEL_TIMES = ("fwdbwd_median_s", "fwd_median_s")  # the kernel times whose crossovers the first screen states
+
+# Every sentence of the first screen comes from one of these rules (suite/site/rules.py holds the
+# comparisons); the page tags each sentence with its rule's name, and states each rule below it.
+RULES = {
+    "SCALE": "What the board ran, from its train records: the methods, the tasks, the models' parameter counts "
+             "(metrics.param_count), the sequence lengths (task.seq_len, or min_length-max_length), the most steps "
+             "a run may take (budget.max_steps) and the CPU threads per run (config.cpu_threads).",
+    "PAPER_SCALE": "The board's scale against the papers': CPU-scale runs rank methods at their own sizes; the "
+                   "published rows are reported results at the papers' scale, not rerun here.",
+    "LENGTH_GAP": "The longest sequence any train record learned on, against the lengths at which the kernel records "
+                  "place each method's crossover with exact attention (suite.scaling): where every crossover lies "
+                  "beyond it, accuracy and speed were not measured at the same length.",
+    "TIES": "Per point, over the cells with at least two seeds (one seed gives no spread): the best is the highest "
+            "mean unless another cell is within noise of it, then they are tied. A cell leads another only when "
+            "the difference of their means is more than two standard errors of that difference (SE = std / √n per "
+            "cell). The best sub-quadratic is asked the same way among the cells that are not exact attention at "
+            "that point and hold no more state than the best (within the equal-state band), so no method wins by "
+            "holding more state.",
+    "EXACT_AT_POINT": "A cell is exact attention at its point when its record's method.time_in_length is N^2, or "
+                      "when its window (the method's resolved window option) is at least the point's sequence "
+                      "length: such a window sees every key.",
+    "SAME_RESULT": "Two cells whose runs measured the same test accuracy, steps and final loss at every seed are one "
+                   "result: it is shown once, under the exact method where one is exact attention, with the other "
+                   "named beside it.",
+    "EQUAL_STATE": "At the state-bound point (the recall point where the methods ran at the most state sizes), cells "
+                   "hold equal state when their recurrent states lie within 10% of the group's smallest "
+                   "(metrics.state_bytes, median of the cell's runs); each group is ranked by the ties rule, and each "
+                   "cell names what sets its state apart from its method's usual configuration (model width, "
+                   "feature count, window).",
+    "EQUAL_WIDTH": "At the state-bound point, the methods at one model width (d_model) with their other options as "
+                   "usual, ranked by the ties rule: the comparison where the knob is the same for every method.",
+    "KERNEL_CROSSOVER": "Per kernel record group: the length from which each method is faster than the faster of "
+                        "exact attention's implementations for good (suite.scaling.crossover, log-log).",
+    "FIDELITY": "Fidelity ranks maps by the errors that mean the same for every map: the output's relative error, "
+                "then the attention rows' total variation (means over queries and the input sources every ranked "
+                "map measured). The denominator error is shown first only where the map's normaliser estimates "
+                "softmax's (the method declares denominator_estimates_softmax).",
+    "CITATION": "How to cite the suite and where its source lives: the repository's CITATION.cff (title, version, "
+                "date, authors, repository-code).",
+}
+RULE_NOTE = ("Spread: ± one standard deviation over seeds, n seeds. A cell that is not clearly above its baseline "
+             "says so.")
+
+
+@dataclass(frozen=True)
+class Sentence:
+    """A sentence of the first screen and the rule (a key of RULES) that produced it."""
+
+    rule: str
+    text: str
 
 
 @dataclass(frozen=True)
@@ -48,43 +92,125 @@ class Entry:
     row: Row
     cell: Cell
     state: float | None  # median recurrent state bytes of its runs
-    exact: bool  # exact attention (time N^2), else sub-quadratic
+    exact: bool  # exact attention at its point (rules.exact_at), else sub-quadratic
     assumed: bool  # no run recorded method.time_in_length: ``exact`` follows known.is_exact's fallback
+    same: tuple[str, ...] = ()  # rows whose cells are the same result (rules.same_result), shown here once
+
+    @property
+    def knobs(self) -> Knobs:
+        return Knobs.of(self.row)
+
+    @property
+    def width(self) -> int | None:
+        widths = {r.model.config.model.d_model for r in self.cell.runs if r.model.config.model}
+        return widths.pop() if len(widths) == 1 else None
+
+
+@dataclass(frozen=True)
+class Ranking:
+    """Cells ranked by the ties rule: the leaders (one: the best; several: tied), then the rest."""
+
+    leaders: list[Entry]
+    behind: list[Entry]
+
+    @classmethod
+    def of(cls, entries: list[Entry]) -> Ranking:
+        top = {id(c) for c in leaders([e.cell for e in entries])}
+        ordered = sorted(entries, key=lambda e: -e.cell.mean())
+        return cls([e for e in ordered if id(e.cell) in top], [e for e in ordered if id(e.cell) not in top])
 
 
 @dataclass(frozen=True)
 class PointLine:
     column: Column
     where: str  # budget and device, when the board has several
-    best: Entry | None
-    best_sub: Entry | None  # the best sub-quadratic entry with no more state than ``best``
+    best: Ranking
+    best_sub: Ranking  # sub-quadratic cells with no more state than the best (within the band)
+
+
+@dataclass(frozen=True)
+class StateGroup:
+    """Cells of equal state (rules.equal_state_groups) at the state-bound point, ranked."""
+
+    low: float
+    high: float
+    ranking: Ranking
+    knobs: list[str]  # what sets the cells' states apart, e.g. ["d_model", "window"]
+
+
+@dataclass(frozen=True)
+class WidthGroup:
+    width: int
+    ranking: Ranking
 
 
 @dataclass(frozen=True)
 class Lead:
     figures: list[Figure]
+    summary: list[Sentence]
     lines: list[PointLine]
     state_point: Column | None
-    budgets: list[tuple[float, Entry | None, Entry | None]]  # (state at most, best sub-quadratic, best exact)
+    states: list[StateGroup]
+    widths: list[WidthGroup]
     kernel: KernelTable | None
+    fidelity: FidelityHeadline | None
     assumed: bool  # some ranked entry relied on ASSUMED_TIME
 
 
-def entry(row: Row, cell: Cell) -> Entry:
-    recorded = [r.model.method.time_in_length for r in cell.runs if r.model.method.time_in_length]
-    time = recorded[0] if recorded else None
-    return Entry(row, cell, cell.median("state_bytes"), known.is_exact(row.method, time), time is None)
+def entry(row: Row, column: Column) -> Entry:
+    cell = row.cells[column]
+    exact, assumed = exact_at(row, cell, column)
+    return Entry(row, cell, cell.median("state_bytes"), exact, assumed)
 
 
 def ranked(rows: list[Row], column: Column) -> list[Entry]:
-    """The column's cells with two or more seeds, best mean first."""
-    found = [entry(r, r.cells[column]) for r in rows if column in r.cells and len(r.cells[column].values()) >= 2]
-    return sorted(found, key=lambda e: -e.cell.mean())
+    """The column's cells with two or more seeds, best mean first; cells that are one result
+    (rules.same_result) once, under the exact method where one is exact, the others named."""
+    found = sorted((entry(r, column) for r in rows if column in r.cells and len(r.cells[column].values()) >= 2),
+                   key=lambda e: (-e.cell.mean(), not e.exact, known.method_rank(e.row.method), e.row.variant))
+    kept: list[Entry] = []
+    for e in found:
+        twin = next((i for i, k in enumerate(kept) if same_result(k.cell, e.cell)), None)
+        if twin is None:
+            kept.append(e)
+        else:
+            kept[twin] = replace(kept[twin], same=(*kept[twin].same, e.row.label))
+    return kept
 
 
-def at_most(entries: list[Entry], state: float | None, exact: bool) -> Entry | None:
-    """The best entry of the kind whose state is at most ``state`` (any state when None)."""
-    return next((e for e in entries if e.exact == exact and (state is None or (e.state or math.inf) <= state)), None)
+def state_limit(ranking: Ranking) -> float | None:
+    """The most state a cell may hold to be compared with ``ranking``'s leaders: the largest
+    leader's, widened by the equal-state band (None: any state, when a leader has none recorded)."""
+    states = [e.state for e in ranking.leaders]
+    return None if not states or None in states else max(states) * (1 + STATE_BAND)
+
+
+def point_line(column: Column, where: str, entries: list[Entry]) -> PointLine:
+    best = Ranking.of(entries)
+    limit = state_limit(best)
+    sub = [e for e in entries if not e.exact and (limit is None or (e.state is not None and e.state <= limit))]
+    return PointLine(column, where, best, Ranking.of(sub))
+
+
+def state_groups(entries: list[Entry]) -> list[StateGroup]:
+    """The equal-state groups (rules.equal_state_groups) of at least two methods."""
+    groups = []
+    for states in equal_state_groups(sorted({e.state for e in entries if e.state})):
+        members = [e for e in entries if e.state in states]
+        if len({e.row.method for e in members}) >= 2:
+            knobs = sorted({k for e in members for k in e.knobs.sizes})
+            groups.append(StateGroup(states[0], states[-1], Ranking.of(members), knobs))
+    return groups
+
+
+def width_groups(entries: list[Entry]) -> list[WidthGroup]:
+    """Per model width with two methods at their usual other options: those cells, ranked."""
+    by_width: dict[int, list[Entry]] = {}
+    for e in entries:
+        if e.knobs.width_only and e.width is not None:
+            by_width.setdefault(e.width, []).append(e)
+    return [WidthGroup(w, Ranking.of(found)) for w, found in sorted(by_width.items())
+            if len({e.row.method for e in found}) >= 2]
 
 
 def extra_state_sizes(rows: list[Row], column: Column) -> int:
@@ -108,20 +234,10 @@ def lead_group(rows: list[Row]) -> tuple[str, list[Row]]:
     return f"{budget} budget, {device}", group
 
 
-def budget_rows(entries: list[Entry]) -> list[tuple[float, Entry | None, Entry | None]]:
-    """At each power of 4 bytes from the smallest state measured to the largest: the best
-    sub-quadratic and the best exact entry with at most that state."""
-    states = [e.state for e in entries if e.state]
-    if not states:
-        return []
-    low, high = (math.ceil(math.log(v, 4) - 1e-9) for v in (min(states), max(states)))
-    return [(4.0**k, at_most(entries, 4.0**k, False), at_most(entries, 4.0**k, True)) for k in range(low, high + 1)]
-
-
 def lead(rows: list[Row], columns: list[Column], runs: list[Run]) -> Lead:
     """The first screen of a board with rows; its figures are for the lead group."""
     figures: list[Figure] = []
-    lines, budgets, state_point = [], [], None
+    lines, states, widths, state_point = [], [], [], None
     if rows:
         where, group = lead_group(rows)
         state_point = state_bound_point(group, columns)
@@ -131,18 +247,131 @@ def lead(rows: list[Row], columns: list[Column], runs: list[Run]) -> Lead:
         figures += recall_figures(usual, recall, where)[:1]
         if state_point:
             figures += state_figures(group, [state_point], where)
-            budgets = budget_rows(ranked(group, state_point))
+            states = state_groups(ranked(group, state_point))
+            widths = width_groups(ranked(group, state_point))
         groups = by_device_and_budget(rows)
         ordered = [c for t in board_tables(rows, columns) for c in t.columns]  # as the tables show them
         for (device, budget), found in groups.items():
             for column in (c for c in ordered if any(c in r.cells for r in found)):
-                entries = ranked(found, column)
-                best = entries[0] if entries else None
-                sub = best if best and not best.exact else at_most(entries, best.state if best else None, False)
-                lines.append(PointLine(column, f"{budget} budget, {device}" if len(groups) > 1 else "", best, sub))
-    used = [e for line in lines for e in (line.best, line.best_sub) if e] + [
-        e for _, *pair in budgets for e in pair if e]
-    return Lead(figures, lines, state_point, budgets, kernel_table(runs), any(e.assumed for e in used))
+                lines.append(point_line(column, f"{budget} budget, {device}" if len(groups) > 1 else "",
+                                        ranked(found, column)))
+    kernel = kernel_table(runs)
+    rankings = [r for line in lines for r in (line.best, line.best_sub)] + [g.ranking for g in (*states, *widths)]
+    used = [e for r in rankings for e in (*r.leaders, *r.behind)]
+    fidelity = fidelity_headline(runs)
+    summary = [s for s in (scale_sentence(rows), paper_scale_sentence(rows, columns),
+                           state_sentence(state_point, states), length_gap_sentence(rows, kernel),
+                           fidelity_sentence(fidelity)) if s]
+    return Lead(figures, summary, lines, state_point, states, widths, kernel, fidelity,
+                any(e.assumed for e in used))
+
+
+def state_sentence(point: Column | None, groups: list[StateGroup]) -> Sentence | None:
+    """EQUAL_STATE: at each equal state holding both kinds, whether the best sub-quadratic cells tie
+    with exact attention, lead it or trail it."""
+    verdicts: dict[str, list[str]] = {"tie with": [], "lead": [], "trail": []}
+    for group in groups:
+        cells = group.ranking.leaders + group.ranking.behind
+        if not any(e.exact for e in cells) or all(e.exact for e in cells):
+            continue
+        top = group.ranking.leaders
+        subs = [e.row.label for e in top if not e.exact]
+        verdict = ("tie with" if any(e.exact for e in top) else "lead") if subs else "trail"
+        size = format_bytes(group.low)
+        verdicts[verdict].append(f"{size} ({', '.join(subs)})" if subs else size)
+    parts = [f"{verdict} it at {' and '.join(found)}" for verdict, found in verdicts.items() if found]
+    if point is None or not parts:
+        return None
+    return Sentence("EQUAL_STATE", f"On {point.label}, at equal state, the best sub-quadratic cells "
+                    f"{', and '.join(parts).replace(' it at', ' exact attention at', 1)}.")
+
+
+def fidelity_sentence(found: FidelityHeadline | None) -> Sentence | None:
+    """FIDELITY: the most and least faithful maps on the comparable errors, and which maps'
+    denominators are no estimate of softmax's."""
+    if found is None or len(found.rows) < 2:
+        return None
+    by_tv = sorted(found.rows, key=lambda r: r.errors["attention_tv"])
+    text = (f"Fidelity at N = {found.length:,.0f}: by output error the most faithful map is {found.rows[0].method} "
+            f"and the least {found.rows[-1].method} (by attention total variation: {by_tv[0].method}, "
+            f"{by_tv[-1].method}).")
+    others = found.not_estimates()
+    if others:
+        text += (f" {' and '.join(others)} declare a normaliser of their own, not an estimate of softmax's: their "
+                 "denominator error is not ranked." if len(others) > 1 else
+                 f" {others[0]} declares a normaliser of its own, not an estimate of softmax's: its denominator "
+                 "error is not ranked.")
+    return Sentence("FIDELITY", text)
+
+
+def spread_of(values: list[float]) -> str:
+    """A range of numbers as text: '18,449-95,937', or one number."""
+    low, high = min(values), max(values)
+    return f"{low:,.0f}" if low == high else f"{low:,.0f}-{high:,.0f}"
+
+
+def task_lengths(runs: list[Run]) -> str:
+    """Per task: the sequence lengths its runs learned on ('mqar at 64 tokens')."""
+    found: dict[str, set[str]] = {}
+    for run in runs:
+        task = run.record["task"]
+        low, high = task.get("min_length"), task.get("max_length")
+        length = f"{low}-{high}" if low and high else str(task.get("seq_len"))
+        found.setdefault(run.task, set()).add(length)
+    return ", ".join(f"{task} at {' / '.join(sorted(v, key=len))} tokens" for task, v in sorted(found.items()))
+
+
+def board_runs(rows: list[Row]) -> list[Run]:
+    return list({id(r): r for row in rows for cell in row.cells.values() for r in cell.every_run()}.values())
+
+
+def scale_sentence(rows: list[Row]) -> Sentence | None:
+    """SCALE: what the board ran, in numbers read from its records."""
+    runs = board_runs(rows)
+    if not runs:
+        return None
+    params = [r.metric("param_count") for r in runs if r.metric("param_count")]
+    steps = [r.model.config.budget.max_steps for r in runs if r.model.config.budget and r.model.config.budget.max_steps]
+    threads = sorted({str(r.record["config"].get("cpu_threads")) for r in runs
+                      if r.device == "cpu" and r.record["config"].get("cpu_threads")})
+    methods = sorted({r.method for r in runs}, key=known.method_rank)
+    text = (f"The board: {len(methods)} attention methods ({', '.join(methods)}) trained in {len(runs):,} runs on "
+            f"{task_lengths(runs)}")
+    if params:
+        text += f"; models of {spread_of(params)} parameters"
+    if steps:
+        text += f"; at most {max(steps):,} steps per run"
+    if threads:
+        text += f" on {' / '.join(threads)} CPU thread{'' if threads == ['1'] else 's'}"
+    return Sentence("SCALE", text + ".")
+
+
+def paper_scale_sentence(rows: list[Row], columns: list[Column]) -> Sentence | None:
+    """PAPER_SCALE: said whenever the board ran on a CPU; the published rows named where they show."""
+    if not any(r.device == "cpu" for r in rows):
+        return None
+    published = "; the published LRA rows are the paper's own, not rerun here" if any(
+        c.task in LRA_TASKS for c in columns) else ""
+    return Sentence("PAPER_SCALE", "These are CPU-scale results: they compare the methods at these sizes and "
+                    f"budgets, not at the papers' scale{published}.")
+
+
+def length_gap_sentence(rows: list[Row], kernel: KernelTable | None) -> Sentence | None:
+    """LENGTH_GAP: the longest length accuracy was measured at, against the lengths the kernel
+    records timed and where they place the crossovers."""
+    lengths = [r.record["task"].get("max_length") or r.record["task"].get("seq_len") for r in board_runs(rows)]
+    lengths = [n for n in lengths if n]
+    if not lengths or kernel is None or kernel.shortest is None:
+        return None
+    longest = max(lengths)
+    crossing = (f", and place the crossovers with exact attention between about {round(min(kernel.lengths)):,} and "
+                f"{round(max(kernel.lengths)):,} tokens" if kernel.lengths else "")
+    if longest < kernel.shortest:
+        return Sentence("LENGTH_GAP", f"Accuracy was measured on sequences of at most {longest:,} tokens; the kernel "
+                        f"records time from {round(kernel.shortest):,} tokens up{crossing}: accuracy and speed were "
+                        "not measured at the same length.")
+    return Sentence("LENGTH_GAP", f"Accuracy was measured on sequences of up to {longest:,} tokens; the kernel records "
+                    f"time from {round(kernel.shortest):,} tokens up{crossing}.")
 
 
 @dataclass(frozen=True)
@@ -153,6 +382,8 @@ class KernelTable:
     rows: list[tuple[str, dict[str, str]]]  # (what was timed, where; per method its crossover in words)
     against: str  # what exact attention is: the faster of these at each length
     provenance: str
+    lengths: list[float] = field(default_factory=list)  # every crossover inside the measured range
+    shortest: float | None = None  # the shortest length any kernel record timed
 
 
 def kernel_table(runs: list[Run]) -> KernelTable | None:
@@ -161,17 +392,18 @@ def kernel_table(runs: list[Run]) -> KernelTable | None:
     kernel = [r for r in runs if r.kind == "kernel"]
     points = [p for run in kernel for p in sweep_points(run)]
     metrics = declared("kernel")
-    rows, methods = [], {}
+    rows, methods, lengths = [], {}, []
     for where, group in sweep_groups("kernel", points) if points else ():
         for name in KERNEL_TIMES:
             found = crossovers(group, name, metrics[name])
             if found:
                 rows.append((f"{metrics[name].label}, {where}", {m: crossover_text(c) for m, c in found.items()}))
                 methods.update(dict.fromkeys(found))
+                lengths += [c["length"] for c in found.values() if c["where"] == "within_grid"]
     if not rows:
         return None
     return KernelTable(sorted(methods, key=known.method_rank), rows, " / ".join(reference_names()),
-                       provenance_text(kernel))
+                       provenance_text(kernel), lengths, min(p.x for p in points))
 
 
 def crossover_text(found: dict) -> str:

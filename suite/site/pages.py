@@ -16,7 +16,7 @@ import jinja2
 
 from suite import modes
 from suite.metrics import Metric, declared, format_value
-from suite.site import reference
+from suite.site import known, reference
 from suite.site.board import (
     ACCURACY,
     CLEAR_RULE,
@@ -34,10 +34,12 @@ from suite.site.board import (
     column_baselines,
     format_lr,
 )
+from suite.site.citation import citation
 from suite.site.curves import CurveCell, cell_href
 from suite.site.figures import FIDELITY_FEATURES, FidelityHeadline, Figure
-from suite.site.lead import ASSUMED_TIME, RANK_RULE, Lead
+from suite.site.lead import ASSUMED_TIME, RULE_NOTE, RULES, Lead
 from suite.site.render import BUNDLE
+from suite.site.rules import STATE_BAND
 from suite.site.runs import Run, declared_metrics, number, reproduce_command
 
 SITE_DIR = Path(__file__).resolve().parent  # templates/, assets/, data/: package data of suite.site
@@ -153,7 +155,7 @@ def environment(site_dir: Path = SITE_DIR) -> jinja2.Environment:
         curve_title=curve_title, cell_href=cell_href,
         is_number=lambda v: number(v) is not None, is_table=is_table,
         table_columns=lambda items: list(dict.fromkeys(k for item in items for k in item)),
-        bundle=BUNDLE, charts=False, root="",
+        bundle=BUNDLE, charts=False, root="", citation=citation(),
     )
     return env
 
@@ -253,7 +255,8 @@ def board_page(env: jinja2.Environment, rows: list[Row], columns: list[Column], 
                   show_lra=any(c.task in LRA_TASKS for c in columns), baselines=column_baselines(rows),
                   filters=filters(rows), budgets=budget_rows(rows, columns), cost=cost, accuracy=ACCURACY,
                   test_budgets=TEST_BUDGETS, clear_rule=CLEAR_RULE, lra_rule=LRA_RULE, plateau_rule=PLATEAU_RULE,
-                  provenance_rule=PROVENANCE_RULE, rank_rule=RANK_RULE, assumed_time=ASSUMED_TIME,
+                  provenance_rule=PROVENANCE_RULE, lead_rules=RULES, rule_note=RULE_NOTE, assumed_time=ASSUMED_TIME,
+                  state_band=STATE_BAND, exact_method=known.reference_method(),
                   lra_source=reference.SOURCE, fidelity_features=FIDELITY_FEATURES, **page)
 
 

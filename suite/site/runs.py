@@ -169,7 +169,7 @@ def plots_beside(model: Record, path: Path) -> tuple[str, ...]:
 # groups' own and whatever the run overrode: a learning rate, a board point's sizes, method options),
 # then the top-level keys that define a run. Paths, logging and scheduling are the user's own.
 REPRODUCED_GROUPS = ("mode", "method", "task", "budget", "model")
-REPRODUCED_KEYS = ("seed", "device", "memory_cap_bytes")
+REPRODUCED_KEYS = ("seed", "device", "cpu_threads", "memory_cap_bytes")  # cpu_threads sets every speed
 NOT_REPRODUCED = {("method", "version")}  # the code's, not the user's: the harness sets it
 
 

@@ -1,0 +1,99 @@
+"""The rules the board's findings follow, each a named function over the records' cells: which cell
+is exact attention at its point, which cells are one result, which lead clearly and which are
+tied, which hold equal state, which ran at equal width. suite/site/lead.py turns their answers into
+the first screen's sentences; tests/test_site_rules.py tests each on fixture records. Every rule
+reads a cell at the point it ran, never a method's name or today's numbers."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from suite.site import known
+from suite.site.board import Cell, Column, Row
+
+STATE_BAND = 0.10  # states within 10% of each other are equal state: a counter's 8 bytes never split them
+WIDTH = "d_model"  # the model size that sets every method's state at equal options
+
+
+def window_covers(cell: Cell, column: Column) -> bool:
+    """Whether every run of the cell attends through a window (the method's resolved ``window``
+    option) at least as long as the point's sequence: such a window sees every key."""
+    if not cell.runs or not column.seq_len:
+        return False
+    windows = [(r.record["method"].get("resolved") or {}).get("window") or
+               ((r.model.config.method.options if r.model.config.method else None) or {}).get("window")
+               for r in cell.runs]
+    return all(isinstance(w, int) and w >= column.seq_len for w in windows)
+
+
+def exact_at(row: Row, cell: Cell, column: Column) -> tuple[bool, bool]:
+    """EXACT_AT_POINT: (exact, assumed). A cell is exact attention at its point when its record says
+    its time grows as N^2, or when its window covers the whole sequence there; ``assumed`` when no run
+    recorded method.time_in_length (then known.is_exact's fallback decides)."""
+    recorded = [r.model.method.time_in_length for r in cell.runs if r.model.method.time_in_length]
+    time = recorded[0] if recorded else None
+    return known.is_exact(row.method, time) or window_covers(cell, column), time is None
+
+
+def fingerprint(cell: Cell) -> tuple:
+    """What a cell's runs measured, seed by seed: the test accuracy, steps and final train loss. Two
+    cells with the same fingerprint computed the same thing; accuracies alone, ratios of counts, can
+    agree by chance, a float loss to its last bit cannot, so a run without one leaves it empty."""
+    keys = ("test_accuracy", "steps", "final_train_loss")  # raw metrics: the final loss is not a declared one
+    found = [(str(r.seed), *(r.metrics.get(k) for k in keys)) for r in cell.runs if r.status == "ok"]
+    return () if any(f[-1] is None for f in found) else tuple(sorted(found))
+
+
+def same_result(a: Cell, b: Cell) -> bool:
+    """SAME_RESULT: two cells are one result when their runs' fingerprints are identical."""
+    found = fingerprint(a)
+    return bool(found) and found == fingerprint(b)
+
+
+def standard_error(cell: Cell) -> float:
+    values = cell.values()
+    return (cell.spread() or 0.0) / math.sqrt(len(values)) if values else math.inf
+
+
+def clearly_ahead(a: Cell, b: Cell) -> bool:
+    """CLEAR_LEAD: ``a`` leads ``b`` when the difference of their means is more than two standard
+    errors of that difference (SE = std / √n per cell)."""
+    return a.mean() - b.mean() > 2 * math.hypot(standard_error(a), standard_error(b))
+
+
+def leaders(cells: list[Cell]) -> list[Cell]:
+    """TIES: the cell with the highest mean and every cell it does not clearly lead (CLEAR_LEAD),
+    best mean first: one cell is the best; several are tied."""
+    ranked = sorted((c for c in cells if c.mean() is not None), key=lambda c: -c.mean())
+    return [c for c in ranked if not clearly_ahead(ranked[0], c)] if ranked else []
+
+
+def equal_state_groups(states: list[float]) -> list[list[float]]:
+    """EQUAL_STATE: the states, smallest first, in groups of equal state: a group starts at its
+    smallest state and holds every state within STATE_BAND above it."""
+    groups: list[list[float]] = []
+    for state in sorted(states):
+        if groups and state <= groups[-1][0] * (1 + STATE_BAND):
+            groups[-1].append(state)
+        else:
+            groups.append([state])
+    return groups
+
+
+@dataclass(frozen=True)
+class Knobs:
+    """What sets a cell's state apart from its method's usual configuration: the row's variant
+    sizes (model width, feature count, window, ...), by name."""
+
+    sizes: dict[str, str]
+
+    @classmethod
+    def of(cls, row: Row) -> Knobs:
+        parts = [p.split("=", 1) for p in row.variant.split(", ") if "=" in p]
+        return cls({k: v for k, v in parts})
+
+    @property
+    def width_only(self) -> bool:
+        """Whether only the model width (or nothing) differs from the usual configuration."""
+        return set(self.sizes) <= {WIDTH}

@@ -1,0 +1,214 @@
+"""The rules behind every sentence of the board (suite/site/rules.py, suite/site/lead.py), each on
+fixture records: a cell is judged at the point it ran (a window as long as the sequence is exact
+attention), identical cells are one result, a lead within noise is a tie, the plateau is read from
+each seed's curve, equal state is a band (not a bucket edge), fidelity ranks the maps by the
+columns every map shares; and the built board's first screen holds only sentences a rule made."""
+
+from __future__ import annotations
+
+import html
+import json
+import re
+from html.parser import HTMLParser
+from pathlib import Path
+
+from suite.records import write_record
+from suite.site.build import SITE_DIR
+from suite.site.figures import fidelity_headline
+from suite.site.lead import RULES, lead, ranked
+from suite.site.rules import equal_state_groups, exact_at, leaders, same_result
+from suite.site.runs import load_runs
+from tests.test_site import fidelity_record, kernel_record
+from tests.test_site_board import build, cpu_board, train
+from tests.test_site_lead import rows_from
+
+
+def seeds(method: str, tests, **kw) -> list[dict]:
+    return [train(method, seed=s, test=t, **kw) for s, t in enumerate(tests)]
+
+
+def labels(ranking) -> list[str]:
+    return [e.row.label for e in ranking.leaders]
+
+
+def test_a_window_as_long_as_the_sequence_is_exact_attention_there(tmp_path):
+    records = seeds("softmax", (0.99, 0.98, 0.97), time="N^2")
+    records += seeds("sliding_window", (0.995, 0.985, 0.975), time="N", options={"window": 64})  # N = 64
+    records += [train("sliding_window", seed=s, test=0.6, time="N", options={"window": 32}) for s in range(2)]
+    records += seeds("linear", (0.9, 0.91, 0.92), time="N")
+    _, rows, columns = rows_from(tmp_path, records)
+    (column,) = columns
+    exact = {r.label: exact_at(r, r.cells[column], column)[0] for r in rows}
+    assert exact == {"softmax": True, "sliding_window": True, "sliding_window (window=32)": False, "linear": False}
+    line = next(ln for ln in lead(rows, columns, []).lines if ln.column == column)
+    assert labels(line.best_sub) == ["linear"]  # not the window that sees every key
+
+
+def test_two_identical_cells_are_one_result_shown_once(tmp_path):
+    same = {"time": "N", "options": {"window": 64}}
+    records = [train("softmax", seed=s, test=t, time="N^2", loss=0.01 * (s + 1))
+               for s, t in enumerate((0.99, 0.98, 0.97))]
+    records += [train("sliding_window", seed=s, test=t, loss=0.01 * (s + 1), **same)
+                for s, t in enumerate((0.99, 0.98, 0.97))]
+    records += seeds("linear", (0.5, 0.51, 0.52), loss=0.3)
+    _, rows, columns = rows_from(tmp_path / "a", records)
+    by = {r.method: r.cells[columns[0]] for r in rows}
+    assert same_result(by["softmax"], by["sliding_window"]) and not same_result(by["softmax"], by["linear"])
+    shown = ranked(rows, columns[0])
+    assert [(e.row.label, e.same) for e in shown] == [("softmax", ("sliding_window",)), ("linear", ())]
+    # Equal accuracies alone are not one result: the final loss, a float to the last bit, must agree too.
+    twins = [train("other", seed=s, test=t, time="N", loss=0.5) for s, t in enumerate((0.99, 0.98, 0.97))]
+    _, rows, columns = rows_from(tmp_path / "b", records + twins)
+    assert [e.row.label for e in ranked(rows, columns[0])] == ["softmax", "other", "linear"]
+    headline = re.search(r'<ul class="headlines">.*?</ul>', build(tmp_path / "c", records), re.S).group(0)
+    assert headline.count("sliding_window") == 1 and "<b>softmax</b> = sliding_window" in headline
+
+
+def test_a_gap_within_noise_is_a_tie_and_a_clear_gap_is_a_best(tmp_path):
+    # ListOps short as the board measured it: 43.4 ± 1.0, 42.9 ± 0.1, 42.9 ± 0.8 (n=3): a 0.5-point gap.
+    records = seeds("loglinear", (0.424, 0.434, 0.444), task="listops_short", pairs=None)
+    records += seeds("linear", (0.428, 0.429, 0.430), task="listops_short", pairs=None)
+    records += seeds("hedgehog", (0.421, 0.429, 0.437), task="listops_short", pairs=None)
+    records += seeds("softmax", (0.376, 0.386, 0.396), task="listops_short", pairs=None, time="N^2")
+    _, rows, columns = rows_from(tmp_path / "a", records)
+    line = lead(rows, columns, []).lines[0]
+    assert labels(line.best) == ["loglinear", "linear", "hedgehog"]
+    assert [e.row.label for e in line.best.behind] == ["softmax"]  # 4.8 points behind: clearly
+    cells = {r.method: r.cells[columns[0]] for r in rows}
+    assert leaders([cells["linear"], cells["softmax"]]) == [cells["linear"]]
+    page = build(tmp_path / "b", records)
+    assert "best, and best sub-quadratic: tied: <b>loglinear</b> 43.4% ± 1.0" in page
+    assert "Best: loglinear" not in page and "best: <b>loglinear</b>" not in page
+
+
+def curve_to(final: float, best_at: int, steps: int = 6000) -> list[list[float]]:
+    """A validation curve at the baseline until it climbs to ``final`` at step ``best_at``."""
+    return [[s, 0.06 if s < best_at // 2 else final * min(1.0, s / best_at)] for s in range(100, steps + 1, 100)]
+
+
+def test_seeds_far_above_their_baseline_are_not_on_the_plateau(tmp_path):
+    # FAVOR+ at MQAR (64, 16): seeds at 34.7 / 21.4 / 95.6% against 6.25% (1 / 16 pairs).
+    kw = {"pairs": 16, "steps": 6000, "max_steps": 6000, "stopped": False}
+    favor = [train("favor", seed=s, test=t, curve=curve_to(t, at), **kw)
+             for s, t, at in ((0, 0.347, 5900), (1, 0.214, 6000), (2, 0.956, 3000))]
+    stuck = [train("stuck", seed=s, test=0.062, curve=[[k, 0.0625] for k in range(100, 6001, 100)], **kw)
+             for s in range(3)]
+    stopped = [train("target", seed=s, test=0.99, curve=curve_to(0.99, 2000, 2000), pairs=16, steps=2000,
+                     max_steps=6000, stopped=True) for s in range(3)]
+    no_curve = seeds("old", (0.062, 0.063, 0.061), **kw)
+    _, rows, _ = rows_from(tmp_path / "a", favor + stuck + stopped + no_curve)
+    marks = {r.method: next(iter(r.cells.values())).curve_mark() for r in rows}
+    cell = next(iter(next(r for r in rows if r.method == "favor").cells.values()))
+    assert cell.verdict() == "baseline"  # mean − 2 SE is under 6.25%: the spread is wide, the seeds are not flat
+    assert marks == {"favor": "still rising at step 6,000 (seeds 0, 1)", "stuck": "on the plateau at step 6,000",
+                     "target": None, "old": None}
+    page = build(tmp_path / "b", favor)
+    assert re.findall(r'class="mark plateau"[^>]*>([^<]*)', page) == ["still rising at step 6,000 (seeds 0, 1)"]
+
+
+def test_a_state_eight_bytes_over_a_size_is_compared_at_that_size(tmp_path):
+    assert equal_state_groups([16392, 1088, 16384, 16640, 32776, 18100]) == [[1088], [16384, 16392, 16640], [18100],
+                                                                             [32776]]
+    kw = {"pairs": 16, "baseline": 0.0625}
+    records = seeds("linear", (0.98, 0.985, 0.99), time="N", state=16640, **kw)  # its usual width: 64
+    records += seeds("softmax", (0.995, 0.99, 0.985), time="N^2", state=32776, **kw)
+    records += seeds("softmax", (0.99, 0.985, 0.995), time="N^2", state=16392, d_model=32, **kw)  # 16 KiB + 8 B
+    records += seeds("sliding_window", (0.59, 0.593, 0.596), time="N", state=16392, options={"window": 32}, **kw)
+    records += seeds("sliding_window", (0.05, 0.06, 0.07), time="N", state=4104, options={"window": 8}, **kw)
+    records += seeds("linear", (0.83, 0.84, 0.85), time="N", state=4224, d_model=32, **kw)
+    for method, time, options in (("linear", "N", {}), ("softmax", "N^2", {}), ("sliding_window", "N", {"window": 64})):
+        for pairs in (4, 8):  # the usual sizes, at two more points: the most common
+            records += seeds(method, (0.9, 0.91, 0.92), time=time, options=options, pairs=pairs)
+    runs, rows, columns = rows_from(tmp_path / "a", records)
+    columns = [c for c in columns if c.num_kv_pairs == 16]
+    first = lead(rows, columns, runs)
+    groups = [(g.low, labels(g.ranking), [e.row.label for e in g.ranking.behind], g.knobs) for g in first.states]
+    assert groups == [
+        (4104, ["linear (d_model=32)"], ["sliding_window (window=8)"], ["d_model", "window"]),
+        (16392, ["softmax (d_model=32)", "linear"], ["sliding_window (window=32)"], ["d_model", "window"]),
+    ]  # softmax alone at 32 KiB: no comparison there
+    assert [(g.width, labels(g.ranking), [e.row.label for e in g.ranking.behind]) for g in first.widths] == [
+        (32, ["softmax (d_model=32)"], ["linear (d_model=32)"]), (64, ["softmax", "linear"], [])]  # half a point: tied
+    assert first.summary[-1].text == ("On mqar 64·16 pairs (hybrid), at equal state, the best sub-quadratic cells "
+                                      "tie with exact attention at 16.0 KiB (linear).")
+
+
+def test_fidelity_ranks_maps_by_shared_errors_and_never_ranks_hedgehogs_denominator(tmp_path):
+    records = [fidelity_record("favor"), fidelity_record("hedgehog"), fidelity_record("taylor")]
+    for record, scale in zip(records, (2.0, 0.5, 4.0)):  # hedgehog's output error the smallest, taylor's largest
+        for p in record["metrics"]["points"]:
+            p["output_rel_error"]["mean"] *= scale
+            p["attention_tv"]["mean"] *= scale
+    headline = fidelity_headline(load_runs(write_all(tmp_path / "results", records))[0])
+    assert [(r.method, r.estimates_denominator) for r in headline.rows] == [
+        ("hedgehog", False), ("favor", True), ("taylor", True)]
+    page = build(tmp_path / "b", records + [train()])
+    table = re.search(r'<table class="fidelity.*?</table>', page, re.S).group(0)
+    hedgehog = re.search(r'<th scope="row">hedgehog</th>.*?</tr>', table, re.S).group(0)
+    assert re.search(r'<td class="empty" data-value="" title="[^"]*">not an estimate of softmax', hedgehog)
+    assert ">0.0625<" in re.search(r'<th scope="row">favor</th>.*?</tr>', table, re.S).group(0)
+    assert ("by output error the most faithful map is hedgehog and the least taylor" in page
+            and "hedgehog declares a normaliser of its own" in page)
+
+
+def write_all(root: Path, records: list[dict]) -> Path:
+    for record in records:
+        write_record(record, root)
+    return root
+
+
+class Sentences(HTMLParser):
+    """The text of the first screen, each piece with the rule of the innermost element that names
+    one (data-rule); figures and the rules' own list are skipped (they are not findings)."""
+
+    SKIP = ("figure", "details")
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.stack: list[tuple[str, str | None]] = []
+        self.found: list[tuple[str | None, str]] = []
+
+    def handle_starttag(self, tag, attrs):
+        if tag not in ("br", "img", "meta", "link", "input"):
+            self.stack.append((tag, dict(attrs).get("data-rule")))
+
+    def handle_endtag(self, tag):
+        while self.stack and self.stack.pop()[0] != tag:
+            pass
+
+    def handle_data(self, data):
+        if data.strip() and not any(tag in self.SKIP for tag, _ in self.stack):
+            rule = next((r for _, r in reversed(self.stack) if r), None)
+            self.found.append((rule, data.strip()))
+
+
+def first_screen(page: str) -> list[tuple[str | None, str]]:
+    parser = Sentences()
+    parser.feed(re.search(r'<section class="lead".*?</section>', page, re.S).group(0))
+    return parser.found
+
+
+def test_every_sentence_of_the_first_screen_comes_from_a_named_rule(tmp_path):
+    records = cpu_board() + [fidelity_record("favor"), fidelity_record("hedgehog"),
+                             kernel_record("softmax", {"naive": lambda n: 1e-9 * n * n}),
+                             kernel_record("linear", {"chunk": lambda n: 1e-6 * n})]
+    page = build(tmp_path, records)
+    found = first_screen(page)
+    assert found and all(rule in RULES for rule, _ in found), [t for r, t in found if r not in RULES]
+    used = {rule for rule, _ in found}
+    assert {"SCALE", "PAPER_SCALE", "LENGTH_GAP", "TIES", "EQUAL_STATE", "EQUAL_WIDTH", "KERNEL_CROSSOVER",
+            "FIDELITY", "CITATION"} <= used
+    # The paragraph states the scale from the records.
+    assert "The board: 7 attention methods" in page and "at most 2,000 steps per run" in page
+
+
+NUMBER = re.compile(r"(?<![\w-])\d")  # a number, not a digit inside a name (CIFAR-10)
+
+
+def test_hand_written_notes_hold_no_number(tmp_path):
+    notes = json.loads((SITE_DIR / "data" / "board_notes.json").read_text())
+    texts = [v for entries in notes.values() for entry in entries for v in entry.values()]
+    assert texts and [t for t in texts if NUMBER.search(t)] == []
+    section = build(tmp_path, [train()]).split('id="findings"', 1)[1].split("<h2", 1)[0]
+    assert "Notes on the setup" in section and not NUMBER.search(html.unescape(re.sub(r"<[^>]+>", "", section)))
+
