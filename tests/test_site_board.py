@@ -246,6 +246,27 @@ def test_a_variant_of_a_method_gets_its_own_named_row_and_joins_the_state_plot(t
     assert "mqar 64·4 pairs (hybrid): test acc vs state size" in page
 
 
+def test_accuracy_against_test_length_draws_each_methods_seeds_at_every_length(tmp_path):
+    """The trained length, then each longer test length from the same runs' length_accuracy,
+    mean and spread over seeds, hollow where not clearly above that length's own baseline."""
+    def tested(method, seed, at_256):
+        record = train(method, seed=seed, test=0.9)
+        record["metrics"]["length_accuracy"] = [
+            {"seq_len": 128, "num_kv_pairs": 8, "baseline_accuracy": 1 / 8, "accuracy": 0.8},
+            {"seq_len": 256, "num_kv_pairs": 16, "baseline_accuracy": 1 / 16, "accuracy": at_256}]
+        return record
+
+    records = [tested("linear", s, 0.5 + 0.01 * s) for s in range(3)] + [tested("taylor", s, 0.06) for s in range(3)]
+    build(tmp_path, records + [train("softmax", seed=s) for s in range(3)])  # softmax: not tested longer
+    rows = board_rows(load_runs(tmp_path / "results")[0])
+    (figure,) = [f for f in board_figures(rows, board_columns(rows)) if "vs test length" in f.title]
+    drawn = {(r["series"], r["x"]): r for r in rows_of(figure)}
+    assert sorted(drawn) == [(m, n) for m in ("linear", "taylor") for n in (64, 128, 256)]
+    assert drawn[("linear", 256)]["y"] == pytest.approx(0.51) and not drawn[("linear", 256)]["hollow"]
+    assert drawn[("taylor", 256)]["hollow"]  # 6% against a 1/16 baseline at 256 tokens
+    assert drawn[("linear", 128)]["x_text"] == "128 tokens, 8 pairs"
+
+
 def test_the_most_run_configuration_is_shown_and_the_others_counted(tmp_path):
     # Two configurations in one row and column that differ in something other than a size: the
     # cell shows the one with more runs and counts the other.

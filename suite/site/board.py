@@ -98,6 +98,24 @@ def column_of(run: Run) -> Column:
                   family if isinstance(family, str) else None)
 
 
+def lower_bound(values: list[float]) -> float | None:
+    """mean − 2·SE of ``values`` (one per seed); None with fewer than two."""
+    if len(values) < 2:
+        return None
+    return statistics.fmean(values) - 2 * statistics.stdev(values) / math.sqrt(len(values))
+
+
+def verdict(values: list[float], baseline: float | None) -> str:
+    """Accuracies (one per seed) against a baseline: 'above' (mean − 2·SE above it), 'baseline',
+    'untested' (n < 2) or 'no baseline'."""
+    if baseline is None:
+        return "no baseline"
+    bound = lower_bound(values)
+    if bound is None:
+        return "untested"
+    return "above" if bound > baseline else "baseline"
+
+
 @dataclass
 class Cell:
     """One configuration's runs in a row and column: at the chosen learning rate, one per seed."""
@@ -128,8 +146,7 @@ class Cell:
 
     def lower_bound(self) -> float | None:
         """mean − 2·SE of the accuracy; None with fewer than two seeds."""
-        mean, spread, n = self.mean(), self.spread(), len(self.values())
-        return None if spread is None else mean - 2 * spread / math.sqrt(n)
+        return lower_bound(self.values())
 
     def baseline(self) -> float | None:
         """The accuracy the cell is read against: the mean of its runs' board baselines."""
@@ -138,13 +155,7 @@ class Cell:
 
     def verdict(self) -> str:
         """'above' (clearly above the baseline), 'baseline', 'untested' (n < 2) or 'no baseline'."""
-        baseline = self.baseline()
-        if baseline is None:
-            return "no baseline"
-        bound = self.lower_bound()
-        if bound is None:
-            return "untested"
-        return "above" if bound > baseline else "baseline"
+        return verdict(self.values(), self.baseline())
 
     def failures(self) -> Counter:
         """How many runs ended in each status other than ok (diverged, oom, error, ...)."""

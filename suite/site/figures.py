@@ -13,6 +13,7 @@ draws it.
 from __future__ import annotations
 
 import math
+import statistics
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -21,7 +22,7 @@ from suite import scaling
 from suite.metrics import Metric, declared, format_bytes, format_value
 from suite.schema import Statistics, sweep_layout
 from suite.site import known
-from suite.site.board import ACCURACY, VERDICTS, Cell, Column, Row, format_lr
+from suite.site.board import ACCURACY, VERDICTS, Cell, Column, Row, format_lr, verdict
 from suite.site.charts import PALETTE, SHAPES, Axis, Layout, chart
 from suite.site.runs import Run, metric_for
 
@@ -186,8 +187,58 @@ def board_figures(rows: list[Row], columns: list[Column]) -> list[Figure]:
         usual = [r for r in group if not r.variant]  # variants (other widths, features) join the state plots
         figures += recall_figures(usual, columns, where)
         figures += state_figures(group, columns, where)
+        figures += length_figures(usual, columns, where)
         figures += cost_figures(usual, columns, where)
     return figures
+
+
+def length_figures(rows: list[Row], columns: list[Column], where: str) -> list[Figure]:
+    """Per MQAR board point whose runs were also tested at longer lengths (``length_accuracy``):
+    accuracy against the test length, one line per method at its default state; the first point is
+    the trained length, the others hold as many pairs per token (so more pairs in all)."""
+    figures = []
+    for column in (c for c in columns if c.task == MQAR):
+        data = []
+        for row in (r for r in rows if column in r.cells and r.cells[column].mean() is not None):
+            cell = row.cells[column]
+            longer: dict[int, list[dict]] = {}
+            for run in (r for r in cell.runs if r.status == "ok"):
+                for found in run.record["metrics"].get("length_accuracy") or []:
+                    longer.setdefault(found["seq_len"], []).append(found)
+            if not longer:
+                continue
+            data.append(cell_row(row.method, column.seq_len, f"{column.seq_len} tokens (trained)", cell, column.label))
+            for length, found in sorted(longer.items()):
+                data.append(length_row(row.method, length, found, cell, column.label))
+        if not data:
+            continue
+        title = f"{column.label}: {ACCURACY.label} vs test length, {where}"
+        caption = (f"{ACCURACY.label} of the same weights at the trained length ({column.seq_len} tokens) and at "
+                   f"longer test lengths with as many key-value pairs per token (evaluation only; the hybrid has no "
+                   f"position embeddings), each method at its default state and chosen rate, on {column.label} "
+                   f"({where}); log x. Bars: ± one standard deviation over seeds. {HOLLOW} {LEGEND}")
+        spec = chart(title, data, Axis("test length", "tokens", log=True), metric_axis(ACCURACY, log=False),
+                     Layout(line=True, error="bar"))
+        figures.append(Figure("board", title, spec, caption + crowding_note(r["series"] for r in data)))
+    return figures
+
+
+def length_row(series: str, length: int, found: list[dict], cell: Cell, where: str) -> dict:
+    """A method's accuracy at one longer test length (one entry per seed), as ``cell_row`` draws a cell."""
+    values = [f["accuracy"] for f in found]
+    mean = statistics.fmean(values)
+    spread = statistics.stdev(values) if len(values) >= 2 else None
+    pairs, baseline = found[0].get("num_kv_pairs"), found[0].get("baseline_accuracy")
+    judged = verdict(values, baseline)
+    lr = "" if cell.lr is None else f", lr {format_lr(cell.lr)}"
+    row = {"series": series, "x": length, "y": mean, "x_text": f"{length} tokens, {pairs} pairs",
+           "y_text": format_value(ACCURACY, mean) + ("" if spread is None else f" ± {100 * spread:.1f}"),
+           "hollow": judged != "above",
+           "tip": f"{where}, tested at {length} tokens, n={len(values)}{lr}, "
+                  f"{VERDICTS[judged] or 'clearly above baseline'}"}
+    if spread is not None:
+        row.update(lo=max(mean - spread, 0.0), hi=min(mean + spread, 1.0))
+    return row
 
 
 def recall_figures(rows: list[Row], columns: list[Column], where: str) -> list[Figure]:
