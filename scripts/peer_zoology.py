@@ -198,7 +198,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sides", nargs="+", default=["zoology", "suite"], choices=["zoology", "suite"])
     parser.add_argument("--suite-override", action="append", default=[],
                         help="an extra override for the suite's side (repeatable)")
-    parser.add_argument("--out", type=Path, required=True, help="JSON file the results are written to")
+    parser.add_argument("--out", type=Path, required=True,
+                        help="JSON file the results are written to, run by run; runs it holds already are skipped")
+    parser.add_argument("--force", action="store_true", help="rerun the runs --out holds already")
     args = parser.parse_args(argv)
     if not (args.zoology / "zoology" / "model.py").is_file():
         parser.error(f"--zoology {args.zoology}: no zoology/model.py there; give the root of a Zoology checkout")
@@ -216,6 +218,9 @@ def main(argv: list[str] | None = None) -> int:
                 entry = {"row": name, "lr": lr, "seed": args.seed}
                 results.append(entry)
             for side in args.sides:
+                if side in entry and not args.force:
+                    print(f"peer: {name} lr {lr:g} seed {args.seed}: {side} done already (--force reruns it)")
+                    continue
                 print(f"peer: {name} lr {lr:g} seed {args.seed}: {side}", flush=True)
                 entry[side] = (run_zoology(ROWS[name], lr, args.seed) if side == "zoology"
                                else run_suite(ROWS[name], lr, args.seed, args.suite_override))
