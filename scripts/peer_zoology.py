@@ -17,8 +17,9 @@ no position embeddings, identity state mixer, its ``_init_weights``) trained by 
 its epochs are the suite's steps cut into passes over the training split, and as many whole
 epochs as fit in the step budget. Test accuracy is the final model's on the suite's test split
 (Zoology keeps the last model). The suite's side is ``python -m suite`` with the same point, rate
-and seed, one thread, into a scratch results folder; its record gives test accuracy at the best
-validation step.
+and seed, one thread: the board's own record of that run when ``results/`` holds one (the board's
+seed-0 sweep runs these configs), else a run into a scratch folder; its record gives test accuracy
+at the best validation step.
 
 Not a test dependency: Zoology is not installed with the suite. It needs ``einops`` and
 ``opt_einsum`` (pip), and ``wandb`` and ``pandas``, which the suite's test extra brings; its only
@@ -76,18 +77,33 @@ def stand_in_torchvision() -> None:
     sys.modules.update({"torchvision": vision, "torchvision.ops": ops})
 
 
-def board_data(extra: list[str]):
-    """The suite's splits and config at the board point, exactly as its train job loads them."""
+def board_config(extra: list[str]) -> dict:
+    """The suite's config at the board point with ``extra`` overrides, as ``python -m suite`` composes it."""
     from hydra import compose, initialize_config_dir
-
-    from suite.modes.train.job import load_data
-
-    with initialize_config_dir(str(REPO / "suite" / "conf"), version_base=None):
-        config = compose("config", overrides=[f"point={POINT}", *extra])
     from omegaconf import OmegaConf
 
-    config = OmegaConf.to_container(config, resolve=True)
+    with initialize_config_dir(str(REPO / "suite" / "conf"), version_base=None):
+        return OmegaConf.to_container(compose("config", overrides=[f"point={POINT}", *extra]), resolve=True)
+
+
+def board_data(extra: list[str]):
+    """The suite's splits and config at the board point, exactly as its train job loads them."""
+    from suite.modes.train.job import load_data
+
+    config = board_config(extra)
     return config, load_data(config)
+
+
+def board_record(row: dict, lr: float, seed: int, extra: list[str]) -> Path | None:
+    """The board's own record of the suite's side of this run, when results/ holds one (the same
+    config hash): the board's seed-0 sweep runs these very configs."""
+    import methods
+    from suite import records
+    from suite.run import find_finished, with_method_version
+
+    config = board_config([*row["suite"], *extra, f"budget.lr={lr}", f"seed={seed}", "cpu_threads=1"])
+    config = with_method_version(config, methods.get(config["method"]["name"]).version)
+    return find_finished(REPO / "results", records.config_hash(config, "cpu"))
 
 
 def zoology_model(row: dict, vocab_size: int, seq_len: int):
@@ -167,15 +183,20 @@ def run_zoology(row: dict, lr: float, seed: int) -> dict:
 
 
 def run_suite(row: dict, lr: float, seed: int, extra: list[str]) -> dict:
-    with tempfile.TemporaryDirectory() as results:
-        command = [sys.executable, "-m", "suite", f"point={POINT}", *row["suite"], *extra, f"budget.lr={lr}",
-                   f"seed={seed}", "cpu_threads=1", f"results_dir={results}", "logger=none"]
-        subprocess.run(command, cwd=REPO, check=True, stdout=subprocess.DEVNULL)
-        record = json.loads(next(Path(results).rglob("*.json")).read_text())
+    found = board_record(row, lr, seed, extra)
+    if found is not None:
+        record, source = json.loads(found.read_text()), str(found.relative_to(REPO))
+    else:
+        with tempfile.TemporaryDirectory() as results:
+            command = [sys.executable, "-m", "suite", f"point={POINT}", *row["suite"], *extra, f"budget.lr={lr}",
+                       f"seed={seed}", "cpu_threads=1", f"results_dir={results}", "logger=none"]
+            subprocess.run(command, cwd=REPO, check=True, stdout=subprocess.DEVNULL)
+            record, source = json.loads(next(Path(results).rglob("*.json")).read_text()), "run here"
     metrics = record["metrics"]
     return {"status": record["status"], "test_accuracy": metrics.get("test_accuracy"),
             "best_val_accuracy": metrics.get("val_accuracy"), "best_step": metrics.get("best_step"),
-            "steps": metrics.get("steps"), "config_hash": record["config_hash"]}
+            "steps": metrics.get("steps"), "config_hash": record["config_hash"],
+            "git_commit": record["env"].get("git_commit"), "source": source}
 
 
 def table(results: list[dict]) -> str:
