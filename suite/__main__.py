@@ -221,6 +221,10 @@ def main() -> None:
     from suite.errors import USER_ERRORS
 
     argv = sys.argv[1:]
+    if argv[:1] == ["validate"]:  # `attention-suite validate PATH...`: no config, no Hydra (suite/validate.py)
+        from suite.validate import main as validate
+
+        sys.exit(validate(argv[1:]))
     problem = check_group_choices(argv)
     if problem:
         print(f"error: {problem}", file=sys.stderr)

@@ -11,6 +11,7 @@ import datetime as dt
 import hashlib
 import json
 import os
+import re
 import secrets
 import tempfile
 import warnings
@@ -185,6 +186,28 @@ def new_record(
         "metrics": scrub_home(dict(metrics)),
         "env": scrub_home(dict(env)),
     }
+
+
+# A record's kind, task, method and run id name the folders and the file it is stored at, so each
+# must be one plain path component: no separator, no "..", nothing a shell or a page reads as markup.
+PATH_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.+-]{0,127}")
+PATH_FIELDS = (("kind",), ("task", "name"), ("method", "name"), ("run_id",))
+
+
+PATH_NAME_RULE = "letters, digits and _ . + -, at most 128, starting with a letter or digit"
+
+
+def path_name_problems(record: Mapping) -> list[tuple[str, Any]]:
+    """(field, value) of each field of ``record`` that names a folder or file but is not a plain
+    name (PATH_NAME_RULE)."""
+    found = []
+    for at in PATH_FIELDS:
+        value: Any = record
+        for key in at:
+            value = value.get(key) if isinstance(value, Mapping) else None
+        if not isinstance(value, str) or not PATH_NAME.fullmatch(value):
+            found.append((".".join(at), value))
+    return found
 
 
 def record_path(record: Mapping, results_dir: str | Path) -> Path:

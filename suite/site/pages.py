@@ -20,11 +20,13 @@ from suite.site import reference
 from suite.site.board import (
     ACCURACY,
     CLEAR_RULE,
+    HARDWARE_RULE,
     LRA_RULE,
     LRA_TASKS,
     PLATEAU_RULE,
     PROVENANCE_RULE,
     TEST_BUDGETS,
+    TIER_RULE,
     VERDICTS,
     Cell,
     Column,
@@ -41,7 +43,7 @@ from suite.site.render import BUNDLE
 from suite.site.runs import Run, declared_metrics, number, reproduce_command
 
 SITE_DIR = Path(__file__).resolve().parent  # templates/, assets/, data/: package data of suite.site
-FILTERS = ("device", "budget", "dtype")
+FILTERS = ("tier", "hardware", "device", "budget", "dtype")
 
 
 @dataclass(frozen=True)
@@ -100,6 +102,16 @@ def provenance_title(cell: Cell) -> str:
     return f"Commits: {commits}." + (f" Uncommitted changes in the checkout: {dirty}." if dirty else "")
 
 
+def tier_title(run: Run) -> str:
+    """A submitted run's provenance in words: who, when, from which suite commit, on what machine."""
+    hardware = run.model.env.hardware
+    software = ", ".join(f"{name} {getattr(hardware, name)}" for name in ("torch", "triton", "fla", "cuda", "driver")
+                         if hardware is not None and getattr(hardware, name))
+    by = f" by {run.submission['submitter']}" if run.submission.get("submitter") else ""
+    return (f"submitted{by}, added {run.added}, suite commit {(run.model.env.git_commit or 'not recorded')[:12]}; "
+            f"not rerun by the project. Machine: {run.hardware}" + (f"; {software}" if software else ""))
+
+
 def run_name(run: Run) -> str:
     return f"seed {run.seed}" + ("" if run.lr is None else f" lr {format_lr(run.lr)}")
 
@@ -150,6 +162,7 @@ def environment(site_dir: Path = SITE_DIR) -> jinja2.Environment:
         percent=percent, format_lr=format_lr, verdict_title=verdict_title, sweep_result=sweep_result,
         column_facts=column_facts, direction=direction, fmt=format_value, verdicts=VERDICTS,
         column_sublabel=column_sublabel, provenance_title=provenance_title, memory_text=memory_text,
+        tier_title=tier_title,
         curve_title=curve_title, cell_href=cell_href,
         is_number=lambda v: number(v) is not None, is_table=is_table,
         table_columns=lambda items: list(dict.fromkeys(k for item in items for k in item)),
@@ -253,7 +266,8 @@ def board_page(env: jinja2.Environment, rows: list[Row], columns: list[Column], 
                   show_lra=any(c.task in LRA_TASKS for c in columns), baselines=column_baselines(rows),
                   filters=filters(rows), budgets=budget_rows(rows, columns), cost=cost, accuracy=ACCURACY,
                   test_budgets=TEST_BUDGETS, clear_rule=CLEAR_RULE, lra_rule=LRA_RULE, plateau_rule=PLATEAU_RULE,
-                  provenance_rule=PROVENANCE_RULE, rank_rule=RANK_RULE, assumed_time=ASSUMED_TIME,
+                  provenance_rule=PROVENANCE_RULE, tier_rule=TIER_RULE, hardware_rule=HARDWARE_RULE,
+                  rank_rule=RANK_RULE, assumed_time=ASSUMED_TIME,
                   lra_source=reference.SOURCE, fidelity_features=FIDELITY_FEATURES, **page)
 
 
@@ -297,6 +311,9 @@ def run_page(env: jinja2.Environment, run: Run, **page: Any) -> str:
     summary = {"kind": run.kind, "method": run.method, "impl": run.impl, "task": run.task,
                "budget": run.budget, "device": run.device, "dtype": run.dtype, "seed": run.seed,
                "status": run.status, "error": rec["error"], "created": run.created,
-               "config_hash": run.config_hash, "record": run.source.as_posix()}
+               "config_hash": run.config_hash, "record": run.source.as_posix(), "tier": run.tier,
+               "hardware": run.hardware, "added": run.added, "git_commit": run.model.env.git_commit}
+    if run.tier != "verified":
+        summary.update({"submission": run.origin, **{f"submission {k}": v for k, v in run.submission.items()}})
     return render(env, "run.html", run=run, summary=summary, commit=env_block.git_commit,
                   dirty=bool(env_block.git_dirty), command=reproduce_command(run), known=declared_metrics(), **page)

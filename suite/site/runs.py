@@ -8,15 +8,17 @@ and the field; the build goes on.
 
 from __future__ import annotations
 
+import json
 import math
 import re
 import shlex
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from suite import metrics as declared
+from suite import records
 from suite.records import iter_loaded
 from suite.schema import Record
 
@@ -32,6 +34,24 @@ class Run:
     source: Path  # the record's path relative to the results folder
     page: str  # the run's page, relative to the site root: runs/<safe run id>.html
     plots: tuple[str, ...] = ()  # image files the record names that lie beside it
+    file: Path | None = None  # where the record was read from
+    tier: str = "verified"  # TIERS: run by the project, or submitted by someone else
+    origin: str | None = None  # a submitted record's submission folder
+    submission: dict = field(default_factory=dict)  # that folder's submission.json (submitter, added, notes)
+
+    @property
+    def hardware(self) -> str:
+        """The machine's class: the device's model (a GPU's name, a CPU's model); speed and memory
+        compare only between runs of one hardware class."""
+        env = self.model.env
+        model = env.hardware.device_model if env.hardware else None
+        return str(model or env.device_name or env.device or "not recorded")
+
+    @property
+    def added(self) -> str:
+        """When the result was added: a submission's date, else when the project's run wrote it."""
+        added = self.submission.get("added")
+        return added if isinstance(added, str) else self.created
 
     @property
     def kind(self) -> str:
@@ -135,21 +155,71 @@ def safe_name(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]", "_", text)[:120] or "run"
 
 
-def load_runs(results_dir: Path) -> tuple[list[Run], list[str]]:
-    """The runs under ``results_dir`` and one message per skipped file."""
+# Where a record comes from (DESIGN.md, "Submitted records"): verified, run by the project itself
+# (its board command or scheduled workflow, from a pinned commit) into its results folder; or
+# submitted, run by anyone else on their machine and added by pull request under submissions/.
+TIERS = ("verified", "submitted")
+SUBMISSION_FILE = "submission.json"  # a submission folder's metadata (docs/SUBMITTING.md)
+SUBMISSION_FIELDS = ("submitter", "added", "notes")  # its text fields the site shows
+
+
+def load_runs(results_dir: Path, submitted: tuple[Path, ...] = ()) -> tuple[list[Run], list[str]]:
+    """The runs under ``results_dir`` (verified) and under each submission folder in ``submitted``,
+    and one message per skipped file."""
     runs: list[Run] = []
     pages: set[str] = set()
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        for path, record, model in iter_loaded(results_dir):
-            page = f"runs/{safe_name(model.run_id)}.html"
-            suffix = 2
-            while page in pages:  # two files with one run id (a copied record): both get a page
-                page = f"runs/{safe_name(model.run_id)}-{suffix}.html"
-                suffix += 1
-            pages.add(page)
-            runs.append(Run(record, model, path.relative_to(results_dir), page, plots_beside(model, path)))
-    return runs, [str(w.message) for w in caught]
+    problems: list[str] = []
+    sources = [(Path(results_dir), "verified", None)] + [(Path(f), "submitted", safe_name(Path(f).name))
+                                                          for f in submitted]
+    for folder, tier, origin in sources:
+        metadata, problem = submission_metadata(folder) if tier == "submitted" else ({}, None)
+        problems += [problem] if problem else []
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            for path, record, model in iter_loaded(folder):
+                refused = leaves_folder(path, folder, record)
+                if refused:
+                    problems.append(f"{path}: {refused}; skipped")
+                    continue
+                page = f"runs/{safe_name(model.run_id)}.html"
+                suffix = 2
+                while page in pages:  # two files with one run id (a copied record): both get a page
+                    page = f"runs/{safe_name(model.run_id)}-{suffix}.html"
+                    suffix += 1
+                pages.add(page)
+                source = path.relative_to(folder)
+                if origin is not None:  # a submission's records sit apart from the project's in the build
+                    source = Path("submitted", origin, source)
+                runs.append(Run(record, model, source, page, plots_beside(model, path), path, tier, origin, metadata))
+        problems += [str(w.message) for w in caught]
+    return runs, problems
+
+
+def leaves_folder(path: Path, folder: Path, record: dict) -> str | None:
+    """Why a record would lead outside its folder (a link that leaves it, a name that is not a plain
+    name, e.g. ``../../x``), or None."""
+    if not path.resolve().is_relative_to(folder.resolve()):
+        return f"the file resolves to {str(path.resolve())!r}, outside {str(folder)!r}"
+    bad = records.path_name_problems(record)
+    if bad:
+        at, value = bad[0]
+        return (f"field {at!r} is {value!r}, not a plain name: it would leave its folder "
+                f"(expected {records.PATH_NAME_RULE})")
+    return None
+
+
+def submission_metadata(folder: Path) -> tuple[dict, str | None]:
+    """A submission folder's submission.json (its text fields only), and a message when it is unusable."""
+    path = folder / SUBMISSION_FILE
+    if not path.is_file():
+        return {}, f"{path}: missing; the submission is shown without a submitter or date"
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        return {}, f"{path}: not readable JSON ({exc}); the submission is shown without a submitter or date"
+    if not isinstance(data, dict):
+        return {}, f"{path}: not a JSON object; the submission is shown without a submitter or date"
+    return {k: data[k] for k in SUBMISSION_FIELDS if isinstance(data.get(k), str)}, None
 
 
 def plots_beside(model: Record, path: Path) -> tuple[str, ...]:

@@ -1,0 +1,194 @@
+"""`attention-suite validate`: records from elsewhere checked as untrusted input. Each broken record
+below sits in an otherwise valid submission (tests/fake_submission.py) and is caught by one line
+naming its file, the field and what was expected; the valid records beside it give no line; the
+committed results/ validate clean; nothing is written."""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from suite import records
+from suite.validate import MAX_RECORD_BYTES, main
+from tests.fake_submission import REPO, committed_cell, gpu_record, make_submission, write
+
+REPORT = os.environ.get("VALIDATE_REPORT")  # a file to append each case's lines to (the issue's report)
+
+
+def run_validate(capsys, *args: str) -> tuple[int, list[str]]:
+    code = main(list(args))
+    return code, capsys.readouterr().out.splitlines()
+
+
+def edited(record: dict, edit) -> dict:
+    new = copy.deepcopy(record)
+    edit(new)
+    return new
+
+
+def set_at(path: tuple, value):
+    def edit(record: dict) -> None:
+        node = record
+        for key in path[:-1]:
+            node = node[key]
+        node[path[-1]] = value
+    return edit
+
+
+def delete_at(path: tuple):
+    def edit(record: dict) -> None:
+        node = record
+        for key in path[:-1]:
+            node = node[key]
+        del node[path[-1]]
+    return edit
+
+
+def with_text(record: dict, change) -> bytes:
+    return change(json.dumps(record, indent=1)).encode()
+
+
+OTHER_COMMIT = "0123456789abcdef0123456789abcdef01234567"
+
+
+def unknown_method(record: dict) -> None:
+    record["method"]["name"] = record["config"]["method"]["name"] = "mystery"
+    record["config_hash"] = records.record_config_hash(record)
+    record["run_id"] = record["run_id"][:-8] + "mystery0"
+
+
+# name: (how the broken file is made from a valid record, a fragment of the line that catches it).
+# A case returns a record (written at its own path), or (relative path, bytes) for a file as given.
+CASES = {
+    "truncated JSON": (lambda r: ("train/x/y/truncated.json", json.dumps(r).encode()[:400]),
+                       "not valid JSON"),
+    "wrong kind": (lambda r: ("train/listops_short/softmax/kind.json",
+                              json.dumps(edited(r, set_at(("kind",), "kernel"))).encode()),
+                   "expected .../kernel/listops_short/softmax/"),
+    "unknown kind": (lambda r: ("train/x/y/unknown-kind.json",
+                                json.dumps(edited(r, set_at(("kind",), "training"))).encode()),
+                     "unknown kind 'training'"),
+    "config hash mismatch": (lambda r: edited(r, set_at(("config", "budget", "lr"), 0.02)),
+                             "does not recompute from the stored config"),
+    "state bytes not recomputing": (lambda r: edited(r, set_at(("metrics", "state_bytes"),
+                                                                 r["metrics"]["state_bytes"] + 8)),
+                                    "metrics.state_bytes"),
+    "cell mixing commits": (lambda r: edited(r, set_at(("env", "git_commit"), OTHER_COMMIT)), "one commit per cell"),
+    "path traversal run id": (lambda r: ("train/listops_short/softmax/evil.json",
+                                         json.dumps(edited(r, set_at(("run_id",), "../../../../tmp/evil"))).encode()),
+                              "run_id: '../../../../tmp/evil' names a folder or file but is not a plain name"),
+    "script in method name": (lambda r: ("train/listops_short/softmax/script.json", json.dumps(
+        edited(r, set_at(("method", "name"), "<script>alert(1)</script>"))).encode()), "method.name: holds markup"),
+    "script in error text": (lambda r: edited(r, lambda x: x.update(status="error", error="<script>alert(1)</script>")),
+                             "error: holds markup '<script>aler'"),
+    "missing provenance (suite version)": (lambda r: edited(r, delete_at(("env", "suite_version"))),
+                                           "env.suite_version: missing; expected the suite's version"),
+    "missing provenance (commit)": (lambda r: edited(r, delete_at(("env", "git_commit"))),
+                                    "env.git_commit: missing; expected the suite's commit"),
+    "missing hardware key": (lambda r: edited(r, delete_at(("env", "hardware", "fla"))), "env.hardware.fla: missing"),
+    "dirty tree": (lambda r: edited(r, set_at(("env", "git_dirty"), True)), "env.git_dirty: true"),
+    "NaN metric": (lambda r: (str(records.record_path(r, ".")), with_text(
+        r, lambda t: t.replace(f'"test_accuracy": {r["metrics"]["test_accuracy"]}', '"test_accuracy": NaN'))),
+                   "metrics.test_accuracy: nan is not a number JSON allows"),
+    "wrong type": (lambda r: edited(r, set_at(("metrics", "steps"), "6000")), "metrics.steps"),
+    "repeated key": (lambda r: (str(records.record_path(r, ".")), with_text(
+        r, lambda t: t.replace('"status": "ok"', '"status": "ok", "status": "ok"'))), "key 'status' appears 2 times"),
+    "oversized file": (lambda r: (str(records.record_path(r, ".")), json.dumps(r).encode() + b" " * MAX_RECORD_BYTES),
+                       "bytes; expected at most"),
+    "unknown method": (lambda r: edited(r, unknown_method), "'mystery' is not a method of this suite"),
+    "bad commit": (lambda r: edited(r, set_at(("env", "git_commit"), "HEAD")), "'HEAD' is not a commit"),
+}
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_validate_catches_each_broken_record_with_its_own_line(case, tmp_path, capsys):
+    folder = tmp_path / "submission"
+    paths = make_submission(folder)
+    victim = json.loads(paths[0].read_text())
+    make, fragment = CASES[case]
+    made = make(victim)
+    if isinstance(made, dict):
+        paths[0].unlink()
+        broken = write(folder, made)
+    else:
+        relative, data = made
+        paths[0].unlink()
+        broken = folder / relative
+        broken.parent.mkdir(parents=True, exist_ok=True)
+        broken.write_bytes(data)
+    before = {p: p.read_bytes() for p in folder.rglob("*") if p.is_file()}
+    code, lines = run_validate(capsys, "--submission", str(folder))
+    assert code == 1
+    assert lines and all(line.startswith(f"{broken}: ") for line in lines), lines  # the valid records give none
+    assert any(fragment in line for line in lines), lines
+    assert all("; expected " in line for line in lines)
+    assert {p: p.read_bytes() for p in folder.rglob("*") if p.is_file()} == before  # records untouched
+    if REPORT:
+        with open(REPORT, "a") as report:
+            report.write(f"## {case}\n" + "\n".join(lines) + "\n")
+
+
+def test_a_duplicate_run_and_a_link_leaving_the_folder_are_refused(tmp_path, capsys):
+    folder = tmp_path / "submission"
+    paths = make_submission(folder)
+    copied = paths[0].with_name("copy.json")
+    shutil.copyfile(paths[0], copied)
+    (folder / "train" / "link.json").symlink_to("/etc/hostname")
+    code, lines = run_validate(capsys, "--submission", str(folder))
+    assert code == 1
+    assert f"{folder / 'train' / 'link.json'}: file: a symbolic link; expected a plain file inside the folder" in lines
+    assert any(line.startswith(f"{copied}: run_id: ") and f"is also the run id of {paths[0]}" in line
+               for line in lines), lines
+    if REPORT:
+        with open(REPORT, "a") as report:
+            report.write("## duplicate run and a link\n" + "\n".join(lines) + "\n")
+
+
+def test_kernel_flops_that_do_not_recompute_are_caught(tmp_path, capsys):
+    [source] = sorted((REPO / "results" / "kernel").rglob("*.json"))[:1]
+    record = json.loads(source.read_text())
+    point = next(i for i, p in enumerate(record["metrics"]["points"]) if p["source"] == "method" and "fwd_flops" in p)
+    record["metrics"]["points"][point]["fwd_flops"] *= 2
+    path = write(tmp_path, record)
+    code, lines = run_validate(capsys, str(tmp_path))
+    assert code == 1 and len(lines) == 1
+    assert lines[0].startswith(f"{path}: metrics.points[{point}].fwd_flops: ") and "does not recompute" in lines[0]
+
+
+def test_a_valid_submission_and_the_committed_results_validate_clean(tmp_path, capsys):
+    make_submission(tmp_path / "submission")
+    assert run_validate(capsys, "--submission", str(tmp_path / "submission")) == (0, [])
+    assert run_validate(capsys, str(REPO / "results")) == (0, [])
+
+
+def test_old_records_lack_a_submissions_provenance_and_are_told_so(tmp_path, capsys):
+    """The committed records predate the hardware block: valid as the project's, not as a submission."""
+    record = committed_cell()[0]
+    write(tmp_path / "old", record)
+    code, lines = run_validate(capsys, "--submission", str(tmp_path / "old"))
+    assert code == 1
+    assert any("env.hardware.device_model: missing" in line for line in lines)
+    assert any("submission.json: file: missing" in line for line in lines)
+
+
+def test_console_command_and_module_form(tmp_path):
+    make_submission(tmp_path / "ok")
+    broken = edited(gpu_record(committed_cell()[0], 1), set_at(("env", "git_commit"), OTHER_COMMIT))
+    write(tmp_path / "ok", broken)
+    script = Path(sys.executable).with_name("attention-suite")
+    for command in ([str(script), "validate"], [sys.executable, "-m", "suite.validate"]):
+        done = subprocess.run([*command, "--submission", str(tmp_path / "ok")], capture_output=True, text=True,
+                              timeout=300)
+        assert done.returncode == 1, done.stderr
+        assert "env.git_commit" in done.stdout and "one commit per cell" in done.stdout
+        assert "validate: 1 problem(s) in 1 file(s) of 3 checked" in done.stderr
+    done = subprocess.run([str(script), "validate", str(tmp_path / "nothing")], capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 2 and "no such file or folder" in done.stderr
