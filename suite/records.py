@@ -289,10 +289,12 @@ def read_record(path: str | Path) -> dict:
     return load_record(path)[0]
 
 
-def iter_loaded(results_dir: str | Path) -> Iterator[tuple[Path, dict, Record]]:
-    """Every valid record under ``results_dir`` with its model; invalid files are skipped with a
-    warning naming them."""
+def iter_loaded(results_dir: str | Path, skip: tuple[str, ...] = ()) -> Iterator[tuple[Path, dict, Record]]:
+    """Every valid record under ``results_dir`` with its model (but the files named in ``skip``, at
+    its top); invalid files are skipped with a warning naming them."""
     for path in sorted(Path(results_dir).rglob("*.json")):
+        if path.parent == Path(results_dir) and path.name in skip:
+            continue
         try:
             yield path, *load_record(path)
         except RecordError as exc:

@@ -282,9 +282,9 @@ class Row:
         return " | ".join(filter(None, (self.method, self.variant, self.budget, self.device, self.dtype, *where)))
 
     @property
-    def submitted(self) -> Run | None:
-        """A run of a submitted row, for its submitter, date and machine; None on a verified row."""
-        return next(iter(next(iter(self.cells.values())).runs), None) if self.tier != "verified" else None
+    def example(self) -> Run:
+        """A run of the row, for its tier, submitter, date, commit and machine (which its runs share)."""
+        return next(iter(self.cells.values())).every_run()[0]
 
     @property
     def label(self) -> str:

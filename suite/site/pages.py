@@ -103,10 +103,13 @@ def provenance_title(cell: Cell) -> str:
 
 
 def tier_title(run: Run) -> str:
-    """A submitted run's provenance in words: who, when, from which suite commit, on what machine."""
+    """A run's provenance in words: who ran it, when it was added, from which suite commit, on what machine."""
     hardware = run.model.env.hardware
     software = ", ".join(f"{name} {getattr(hardware, name)}" for name in ("torch", "triton", "fla", "cuda", "driver")
                          if hardware is not None and getattr(hardware, name))
+    commit = (run.model.env.git_commit or "not recorded")[:12]
+    if run.tier == "verified":
+        return f"verified: run by the project at suite commit {commit}, added {run.added}. Machine: {run.hardware}"
     by = f" by {run.submission['submitter']}" if run.submission.get("submitter") else ""
     return (f"submitted{by}, added {run.added}, suite commit {(run.model.env.git_commit or 'not recorded')[:12]}; "
             f"not rerun by the project. Machine: {run.hardware}" + (f"; {software}" if software else ""))

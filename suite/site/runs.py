@@ -176,7 +176,7 @@ def load_runs(results_dir: Path, submitted: tuple[Path, ...] = ()) -> tuple[list
         problems += [problem] if problem else []
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            for path, record, model in iter_loaded(folder):
+            for path, record, model in iter_loaded(folder, skip=(SUBMISSION_FILE,)):
                 refused = leaves_folder(path, folder, record)
                 if refused:
                     problems.append(f"{path}: {refused}; skipped")
