@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
 from suite import records
 from suite.validate import MAX_RECORD_BYTES, main
@@ -192,3 +193,62 @@ def test_console_command_and_module_form(tmp_path):
     done = subprocess.run([str(script), "validate", str(tmp_path / "nothing")], capture_output=True, text=True,
                           timeout=300)
     assert done.returncode == 2 and "no such file or folder" in done.stderr
+
+
+def workflow_command() -> str:
+    """The run line of the submissions workflow's validate step."""
+    workflow = yaml.safe_load((REPO / ".github" / "workflows" / "submissions.yml").read_text())
+    assert set(workflow[True]["pull_request"]["paths"]) == {"submissions/**", "results/**"}  # `on` reads as True
+    [step] = [s for s in workflow["jobs"]["validate"]["steps"] if "validate-submissions" in s.get("run", "")]
+    return step["run"]
+
+
+def git(repo: Path, *args: str) -> str:
+    return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, text=True).stdout.strip()
+
+
+def pull_request(tmp_path: Path, change) -> subprocess.CompletedProcess:
+    """The workflow's command in a repository whose last commit is a pull request made by ``change``."""
+    repo = tmp_path / "repo"
+    (repo / ".ci").mkdir(parents=True)
+    shutil.copy(REPO / ".ci" / "validate-submissions", repo / ".ci")
+    (repo / "results").mkdir()
+    (repo / "results" / "README").write_text("the project's records\n")
+    git(repo, "init", "-q", "-b", "main")
+    git(repo, "add", "-A")
+    git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "base")
+    base = git(repo, "rev-parse", "HEAD")
+    change(repo)
+    git(repo, "add", "-A")
+    git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "submission")
+    command = workflow_command().replace('"origin/${{ github.base_ref }}"', base)
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+    return subprocess.run(["bash", "-c", command], cwd=repo, env=env, capture_output=True, text=True, timeout=300)
+
+
+def test_the_workflow_command_fails_a_broken_submission_with_validates_lines(tmp_path):
+    def broken(repo: Path) -> None:
+        paths = make_submission(repo / "submissions" / "ada-h100")
+        record = json.loads(paths[0].read_text())
+        record["metrics"]["test_accuracy"] = 0.99  # an edited result: the hash still holds, the commit not
+        record["env"]["git_commit"] = OTHER_COMMIT
+        paths[0].write_text(json.dumps(record))
+
+    done = pull_request(tmp_path, broken)
+    assert done.returncode == 1, done.stdout + done.stderr
+    [line] = done.stdout.splitlines()
+    assert line.startswith("submissions/ada-h100/train/listops_short/softmax/") and "one commit per cell" in line
+    assert "validate: 1 problem(s) in 1 file(s) of 3 checked" in done.stderr
+
+
+def test_the_workflow_command_passes_a_valid_submission_and_refuses_edits_to_results(tmp_path):
+    done = pull_request(tmp_path / "ok", lambda repo: make_submission(repo / "submissions" / "ada-h100"))
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "validate: 3 record(s), all valid" in done.stderr
+
+    def edits_results(repo: Path) -> None:
+        make_submission(repo / "submissions" / "ada-h100")
+        (repo / "results" / "README").write_text("changed\n")
+
+    done = pull_request(tmp_path / "results", edits_results)
+    assert done.returncode == 1 and "may not change results/" in done.stderr and "results/README" in done.stderr
