@@ -350,6 +350,7 @@ def files_under(root: Path) -> tuple[list[Path], list[Problem]]:
 
 
 SUBMISSION_FILE = "submission.json"  # a submission folder's metadata (docs/SUBMITTING.md)
+PIN_FILE = "BOARD_COMMIT"  # the commit a board's records under its folder ran at (scripts/board_cpu.sh)
 SUBMISSION_KEYS = {"submitter": "who ran the records (a name, or a GitHub handle)",
                    "added": "the date the records were submitted, YYYY-MM-DD"}
 
@@ -382,8 +383,21 @@ def check_folder(root: Path, submission: bool) -> tuple[int, list[Problem]]:
         problems += found
         if item is not None:
             checked.append(item)
-    problems += duplicate_problems(checked) + cell_problems(checked)
+    problems += duplicate_problems(checked) + cell_problems(checked) + pinned_problems(root, checked)
     return len(paths), problems
+
+
+def pinned_problems(root: Path, checked: list[Checked]) -> list[Problem]:
+    """The records under a folder that pins its board's commit (BOARD_COMMIT) ran at that commit."""
+    found = []
+    for pin in sorted(root.rglob(PIN_FILE)) if root.is_dir() else []:
+        pinned = pin.read_text().strip()
+        for item in checked:
+            commit = get(item.record, ("env", "git_commit"))
+            if item.path.is_relative_to(pin.parent) and commit is not None and commit != pinned:
+                found.append(Problem(item.path, "env.git_commit", f"{str(commit)[:12]} under a board pinned at "
+                                     f"{pinned[:12]} ({pin})", "the pinned commit"))
+    return found
 
 
 def main(argv: list[str] | None = None) -> int:

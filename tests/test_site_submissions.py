@@ -40,6 +40,7 @@ def hostile_submission(folder: Path) -> dict[str, Path]:
 def project_results(folder: Path) -> Path:
     """The committed records of the board's ListOps point (a part of results/, for speed)."""
     shutil.copytree(REPO / "results" / "train" / CELL[0], folder / "train" / CELL[0])
+    shutil.copy(REPO / "results" / "train" / "BOARD_COMMIT", folder / "train")
     return folder
 
 
@@ -61,6 +62,7 @@ def test_rows_say_their_tier_and_the_tiers_never_share_a_cell(built):
     assert html.count('class="tier tier-verified"') >= 2 * 7
     assert '<select data-filter="tier">' in html and '<select data-filter="hardware">' in html
     assert "Throughput and memory compare only within one hardware class" in html
+    assert "verified: run by the project at suite commit d846858003a3, the board&#39;s pinned commit" in html
     with open(report.out_dir / "records.csv") as f:
         rows = list(csv.DictReader(f))
     submitted = [r for r in rows if r["tier"] == "submitted"]

@@ -169,6 +169,14 @@ def test_a_valid_submission_and_the_committed_results_validate_clean(tmp_path, c
     assert run_validate(capsys, str(REPO / "results")) == (0, [])
 
 
+def test_a_board_pinned_at_one_commit_refuses_records_of_another(tmp_path, capsys):
+    shutil.copytree(REPO / "results" / "train" / "listops_short", tmp_path / "train" / "listops_short")
+    (tmp_path / "train" / "BOARD_COMMIT").write_text(OTHER_COMMIT + "\n")
+    code, lines = run_validate(capsys, str(tmp_path))
+    assert code == 1 and len(lines) == len(list(tmp_path.rglob("*.json")))
+    assert all(f"env.git_commit: d846858003a3 under a board pinned at {OTHER_COMMIT[:12]}" in line for line in lines)
+
+
 def test_old_records_lack_a_submissions_provenance_and_are_told_so(tmp_path, capsys):
     """The committed records predate the hardware block: valid as the project's, not as a submission."""
     record = committed_cell()[0]

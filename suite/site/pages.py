@@ -109,7 +109,10 @@ def tier_title(run: Run) -> str:
                          if hardware is not None and getattr(hardware, name))
     commit = (run.model.env.git_commit or "not recorded")[:12]
     if run.tier == "verified":
-        return f"verified: run by the project at suite commit {commit}, added {run.added}. Machine: {run.hardware}"
+        pin = "" if run.pinned is None else (", the board's pinned commit" if run.pinned.startswith(commit)
+                                             else f", not the board's pinned commit {run.pinned[:12]}")
+        return (f"verified: run by the project at suite commit {commit}{pin}, added {run.added}. "
+                f"Machine: {run.hardware}")
     by = f" by {run.submission['submitter']}" if run.submission.get("submitter") else ""
     return (f"submitted{by}, added {run.added}, suite commit {(run.model.env.git_commit or 'not recorded')[:12]}; "
             f"not rerun by the project. Machine: {run.hardware}" + (f"; {software}" if software else ""))

@@ -38,6 +38,7 @@ class Run:
     tier: str = "verified"  # TIERS: run by the project, or submitted by someone else
     origin: str | None = None  # a submitted record's submission folder
     submission: dict = field(default_factory=dict)  # that folder's submission.json (submitter, added, notes)
+    pinned: str | None = None  # a verified run's board commit (<kind>/BOARD_COMMIT of the project's folder)
 
     @property
     def hardware(self) -> str:
@@ -161,6 +162,7 @@ def safe_name(text: str) -> str:
 TIERS = ("verified", "submitted")
 SUBMISSION_FILE = "submission.json"  # a submission folder's metadata (docs/SUBMITTING.md)
 SUBMISSION_FIELDS = ("submitter", "added", "notes")  # its text fields the site shows
+PIN_FILE = "BOARD_COMMIT"  # in a kind's folder of results/: the commit its board ran at (scripts/board_cpu.sh)
 
 
 def load_runs(results_dir: Path, submitted: tuple[Path, ...] = ()) -> tuple[list[Run], list[str]]:
@@ -190,7 +192,10 @@ def load_runs(results_dir: Path, submitted: tuple[Path, ...] = ()) -> tuple[list
                 source = path.relative_to(folder)
                 if origin is not None:  # a submission's records sit apart from the project's in the build
                     source = Path("submitted", origin, source)
-                runs.append(Run(record, model, source, page, plots_beside(model, path), path, tier, origin, metadata))
+                pin = folder / model.kind / PIN_FILE
+                pinned = pin.read_text().strip() if tier == "verified" and pin.is_file() else None
+                runs.append(Run(record, model, source, page, plots_beside(model, path), path, tier, origin, metadata,
+                                pinned))
         problems += [str(w.message) for w in caught]
     return runs, problems
 
