@@ -81,7 +81,7 @@ def test_what_a_submitter_wrote_is_text_and_bad_records_are_skipped_by_name(buil
     assert any("&lt;script&gt;alert(&#39;submitter&#39;)" in text for text in pages.values())
     escape, truncated = str(hostile["escape"]), str(hostile["truncated"])
     assert [p for p in report.problems if escape in p] == [
-        f"{escape}: field 'run_id' is '../../../../escaped', not a plain name: it would leave its folder (expected "
+        f"{escape}: field 'run_id' is '../../../../escaped': as a path it would leave its folder (expected "
         "letters, digits and _ . + -, at most 128, starting with a letter or digit); skipped"]
     assert any(truncated in p and "not a readable JSON record" in p for p in report.problems)
     assert len(report.problems) == 2

@@ -201,15 +201,17 @@ def load_runs(results_dir: Path, submitted: tuple[Path, ...] = ()) -> tuple[list
 
 
 def leaves_folder(path: Path, folder: Path, record: dict) -> str | None:
-    """Why a record would lead outside its folder (a link that leaves it, a name that is not a plain
-    name, e.g. ``../../x``), or None."""
-    if not path.resolve().is_relative_to(folder.resolve()):
+    """Why a record leads outside its folder, or None: a link that resolves outside it, or a kind,
+    task, method or run id (the parts of its path, records.record_path) such as ``../../x``. Other
+    odd names (markup, spaces) stay inside and are shown escaped; validate refuses them."""
+    root = folder.resolve()
+    if not path.resolve().is_relative_to(root):
         return f"the file resolves to {str(path.resolve())!r}, outside {str(folder)!r}"
-    bad = records.path_name_problems(record)
-    if bad:
-        at, value = bad[0]
-        return (f"field {at!r} is {value!r}, not a plain name: it would leave its folder "
-                f"(expected {records.PATH_NAME_RULE})")
+    for at, value in records.path_name_problems(record):
+        if not isinstance(value, str) or not (root / value).resolve().is_relative_to(root) or value in (".", ".."):
+            return f"field {at!r} is {value!r}: as a path it would leave its folder (expected {records.PATH_NAME_RULE})"
+    if not records.record_path(record, root).resolve().is_relative_to(root):
+        return f"its path {str(records.record_path(record, folder))!r} would leave its folder"
     return None
 
 
