@@ -260,3 +260,32 @@ def test_the_workflow_command_passes_a_valid_submission_and_refuses_edits_to_res
 
     done = pull_request(tmp_path / "results", edits_results)
     assert done.returncode == 1 and "may not change results/" in done.stderr and "results/README" in done.stderr
+
+
+def test_a_run_of_this_suite_writes_the_provenance_a_submission_needs(make_config, capsys):
+    """A record from the real writer: its hardware block has every key of the schema's, it names
+    the suite's version and the method's distribution, and it validates; as a submission the only
+    thing that may be missing is a clean tree (a test runs in whatever checkout it is given)."""
+    import torch
+
+    from suite import env, schema
+    from suite.run import run
+
+    config = make_config("method=favor", "task=mqar", "task.vocab_size=128", "cpu_threads=1")
+    path, outcome = run(config)
+    assert outcome.status == "ok"
+    capsys.readouterr()  # the run's own output
+    record = json.loads(path.read_text())
+    hardware = record["env"]["hardware"]
+    assert set(hardware) == set(schema.Hardware.model_fields)
+    assert hardware["device_model"] == env.cpu_model() and hardware["device_memory_bytes"] > 0
+    assert hardware["torch"] == torch.__version__ and hardware["driver"] is None  # no GPU here
+    assert record["env"]["suite_version"] == env.suite_version() is not None
+    assert record["method"]["distribution"] == {"name": "attention-suite", "version": env.suite_version()}
+    results = Path(config["results_dir"])
+    assert run_validate(capsys, str(results)) == (0, [])
+    (results / "submission.json").write_text(json.dumps({"submitter": "a test", "added": "2026-12-03"}))
+    code, lines = run_validate(capsys, "--submission", str(results))
+    assert lines == ([] if record["env"]["git_dirty"] is False else [
+        f"{path}: env.git_dirty: true: the checkout had uncommitted changes; expected false (a submission runs "
+        "from a clean checkout of a suite commit)"])
