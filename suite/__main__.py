@@ -1,4 +1,5 @@
-"""``python -m suite method=<name> task=<name> [budget=...] [mode=...] [key=value ...]``; ``--help``.
+"""``python -m suite method=<name> task=<name> [budget=...] [mode=...] [key=value ...]``; ``--help``;
+``python -m suite validate [--submission] PATH...`` checks records instead (suite/validate.py).
 
 Config groups live in conf/ (see conf/config.yaml). Hydra parses the command line and composes the
 config, once; its own flags (``--cfg job``, ``--info``, ``-sc install=bash``, ``-m``) are its own.
