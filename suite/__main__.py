@@ -1,4 +1,5 @@
-"""``python -m suite method=<name> task=<name> [budget=...] [mode=...] [key=value ...]``; ``--help``.
+"""``python -m suite method=<name> task=<name> [budget=...] [mode=...] [key=value ...]``; ``--help``;
+``python -m suite validate [--submission] PATH...`` checks records instead (suite/validate.py).
 
 Config groups live in conf/ (see conf/config.yaml). Hydra parses the command line and composes the
 config, once; its own flags (``--cfg job``, ``--info``, ``-sc install=bash``, ``-m``) are its own.
@@ -247,6 +248,10 @@ def main() -> None:
     from suite.errors import USER_ERRORS
 
     argv = sys.argv[1:]
+    if argv[:1] == ["validate"]:  # `attention-suite validate PATH...`: no config, no Hydra (suite/validate.py)
+        from suite.validate import main as validate
+
+        sys.exit(validate(argv[1:]))
     problem = check_group_choices(argv) or hydra_dir_problem()
     if problem:
         print(f"error: {problem}", file=sys.stderr)

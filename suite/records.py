@@ -12,6 +12,7 @@ import hashlib
 import json
 import math
 import os
+import re
 import secrets
 import tempfile
 import warnings
@@ -189,6 +190,28 @@ def new_record(
     }
 
 
+# A record's kind, task, method and run id name the folders and the file it is stored at, so each
+# must be one plain path component: no separator, no "..", nothing a shell or a page reads as markup.
+PATH_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.+-]{0,127}")
+PATH_FIELDS = (("kind",), ("task", "name"), ("method", "name"), ("run_id",))
+
+
+PATH_NAME_RULE = "letters, digits and _ . + -, at most 128, starting with a letter or digit"
+
+
+def path_name_problems(record: Mapping) -> list[tuple[str, Any]]:
+    """(field, value) of each field of ``record`` that names a folder or file but is not a plain
+    name (PATH_NAME_RULE)."""
+    found = []
+    for at in PATH_FIELDS:
+        value: Any = record
+        for key in at:
+            value = value.get(key) if isinstance(value, Mapping) else None
+        if not isinstance(value, str) or not PATH_NAME.fullmatch(value):
+            found.append((".".join(at), value))
+    return found
+
+
 def record_path(record: Mapping, results_dir: str | Path) -> Path:
     """``<results_dir>/<kind>/<task>/<method>/<run_id>.json``."""
     return (
@@ -295,10 +318,12 @@ def read_record(path: str | Path) -> dict:
     return load_record(path)[0]
 
 
-def iter_loaded(results_dir: str | Path) -> Iterator[tuple[Path, dict, Record]]:
-    """Every valid record under ``results_dir`` with its model; invalid files are skipped with a
-    warning naming them."""
+def iter_loaded(results_dir: str | Path, skip: tuple[str, ...] = ()) -> Iterator[tuple[Path, dict, Record]]:
+    """Every valid record under ``results_dir`` with its model (but the files named in ``skip``, at
+    its top); invalid files are skipped with a warning naming them."""
     for path in sorted(Path(results_dir).rglob("*.json")):
+        if path.parent == Path(results_dir) and path.name in skip:
+            continue
         try:
             yield path, *load_record(path)
         except RecordError as exc:

@@ -142,6 +142,7 @@ def run(config: Mapping, resume: bool = True) -> tuple[Path, Outcome]:
             config_hash=config_hash,
             method={"name": method["name"], "impl": method["impl"], "params": dict(method["options"]),
                     "resolved": result.resolved, "version": method_class.version,
+                    "distribution": env.distribution_of(method_class),
                     "time_in_length": method_class.time_in_length},
             task=result.task,
             metrics=result.outcome.metrics,

@@ -67,8 +67,17 @@ def metric_fields(metrics: tuple[Metric, ...], types: dict[str, Any] = UNIT_TYPE
 
 # -- the blocks every kind shares -------------------------------------------------------------------
 
+class Distribution(RecordObject):
+    """The installed package a method's code came from (attention-suite for the suite's own)."""
+
+    name: Optional[str] = None
+    version: Optional[str] = None
+
+
 class Method(RecordObject):
     name: str
+    version: Optional[int] = Field(None, description="the method's code version (part of the config hash)")
+    distribution: Optional[Distribution] = Field(None, description="the package that ships the method")
     impl: Optional[str] = None
     params: Optional[dict] = Field(None, description="the options as requested")
     resolved: Optional[dict] = Field(None, description="the options as used")
@@ -131,6 +140,18 @@ class Config(RecordObject):
     dtype: Optional[str] = None
 
 
+class Hardware(RecordObject):
+    """The machine a record was measured on (suite/env.py ``hardware``); records before it lack it."""
+
+    device_model: Optional[str] = Field(None, description="the GPU's name, or the CPU's model")
+    device_memory_bytes: Optional[NonNegativeInt] = Field(None, description="the GPU's memory, or the machine's")
+    driver: Optional[str] = Field(None, description="the NVIDIA driver's version (null on a CPU)")
+    cuda: Optional[str] = Field(None, description="the CUDA version torch was built with (null on a CPU build)")
+    torch: Optional[str] = None
+    triton: Optional[str] = Field(None, description="null: not installed")
+    fla: Optional[str] = Field(None, description="flash-linear-attention's version; null: not installed")
+
+
 class Env(RecordObject):
     device: Optional[str] = Field(None, description="cpu or cuda")
     device_name: Optional[str] = None
@@ -142,6 +163,8 @@ class Env(RecordObject):
     git_dirty: Optional[bool] = None
     cpu: Optional[str] = None
     seed: Optional[int] = None
+    suite_version: Optional[str] = Field(None, description="the attention-suite package's version")
+    hardware: Optional[Hardware] = None
 
 
 class Statistics(RecordObject):

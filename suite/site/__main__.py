@@ -1,6 +1,7 @@
-"""``python -m suite.site [--results results] [--out site/_build] [--serve] [--port 8000]``.
+"""``python -m suite.site [--results results] [--submitted FOLDER ...] [--out site/_build] [--serve] [--port 8000]``.
 
-Builds the static leaderboard from the records under ``--results``. Files that are not valid
+Builds the static leaderboard from the records under ``--results`` (the project's own: verified)
+and under each ``--submitted`` folder (anyone else's: submitted, docs/SUBMITTING.md). Files that are not valid
 records are skipped with a warning naming them. A results folder with no records gives an empty
 board (with a note saying so); a results folder that does not exist is an error (exit code 2),
 since it is most likely a typo.
@@ -35,13 +36,15 @@ def serve(out_dir: Path, port: int) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m suite.site", description=__doc__.split("\n\n")[1])
     parser.add_argument("--results", type=Path, default=Path("results"), help="folder of records (default: results)")
+    parser.add_argument("--submitted", type=Path, action="append", default=[], metavar="FOLDER",
+                        help="a submission folder (docs/SUBMITTING.md), its records marked submitted; repeatable")
     parser.add_argument("--out", type=Path, default=Path("site/_build"), help="output folder (default: site/_build)")
     parser.add_argument("--serve", action="store_true", help="serve the build on localhost after building")
     parser.add_argument("--port", type=int, default=8000, help="port for --serve (0: any free port)")
     args = parser.parse_args(argv)
     try:
         with sigterm_as_interrupt():
-            report = build_site(args.results, args.out)
+            report = build_site(args.results, args.out, submitted=tuple(args.submitted))
     except SiteError as exc:
         for problem in exc.problems:
             print(f"warning: {problem}", file=sys.stderr)

@@ -48,6 +48,18 @@ PROVENANCE_RULE = (
     "runs come from several commits (env.git_commit) is marked with the number of commits. Both marks name "
     "the runs on hover."
 )
+TIER_RULE = (
+    "Every row says where its runs come from. Verified: run by the project itself (its board command or its "
+    "scheduled workflow) from a pinned commit of the suite. Submitted: run by someone else on their own machine "
+    "and added by pull request after `attention-suite validate` passed; the row names the submitter and the "
+    "machine, its runs' pages the software versions, the date added and the suite commit. A row holds one tier, "
+    "one submission and one hardware class, so numbers from different machines are never averaged into one cell. "
+    "The first screen and the figures read the verified rows alone."
+)
+HARDWARE_RULE = (
+    "Throughput and memory compare only within one hardware class (one device model, tier and thread count): "
+    "filter by hardware to compare rows; a number beside another machine's says nothing about the methods."
+)
 # Peak memory that is the run's own (the CUDA allocator's peak; on a CPU the resident set's growth
 # above the built run). Records before it name the whole process's peak (process_peak_rss): the
 # runtime's footprint, which hides a method's cost, so it is never put on a memory axis.
@@ -334,10 +346,19 @@ class Row:
     dtype: str
     variant: str = ""
     cells: dict[Column, Cell] = field(default_factory=dict)
+    tier: str = "verified"  # runs.TIERS: a row holds one tier's runs, one submission's, one hardware class's
+    origin: str | None = None  # a submitted row's submission folder
+    hardware: str = ""  # the device model its runs were measured on (Run.hardware)
 
     @property
     def key(self) -> str:
-        return " | ".join(filter(None, (self.method, self.variant, self.budget, self.device, self.dtype)))
+        where = (self.tier, self.origin, self.hardware) if self.tier != "verified" else ()
+        return " | ".join(filter(None, (self.method, self.variant, self.budget, self.device, self.dtype, *where)))
+
+    @property
+    def example(self) -> Run:
+        """A run of the row, for its tier, submitter, date, commit and machine (which its runs share)."""
+        return next(iter(self.cells.values())).every_run()[0]
 
     @property
     def label(self) -> str:
@@ -393,31 +414,35 @@ def variants(runs: list[Run]) -> dict[int, str]:
 
 
 def board_rows(runs: list[Run]) -> list[Row]:
-    """Train runs (test budgets left out) grouped into rows, sorted by method, variant, budget,
-    device, dtype."""
-    by_method: dict[tuple[str, str, str, str], list[Run]] = {}
+    """Train runs (test budgets left out) grouped into rows, sorted by method, tier, variant, budget,
+    device, dtype. Runs of different tiers, submissions or hardware classes never share a row, so
+    they are never averaged into one cell."""
+    by_method: dict[tuple, list[Run]] = {}
     for run in filter(on_board, runs):
-        by_method.setdefault((run.method, run.budget, run.device, run.dtype), []).append(run)
-    grouped: dict[tuple[str, str, str, str, str], dict[Column, list[Run]]] = {}
-    for (method, budget, device, dtype), group in by_method.items():
+        by_method.setdefault((run.method, run.budget, run.device, run.dtype, run.tier, run.origin, run.hardware),
+                             []).append(run)
+    grouped: dict[tuple, dict[Column, list[Run]]] = {}
+    for (method, budget, device, dtype, *where), group in by_method.items():
         labels = variants(group)
         for run in group:
-            key = (method, labels[id(run)], budget, device, dtype)
+            key = (method, labels[id(run)], budget, device, dtype, *where)
             grouped.setdefault(key, {}).setdefault(column_of(run), []).append(run)
     rows = []
-    for method, variant, budget, device, dtype in sorted(grouped, key=row_order):
-        cells = {c: make_cell(found) for c, found in grouped[(method, variant, budget, device, dtype)].items()}
-        rows.append(Row(method, budget, device, dtype, variant, cells))
+    for key in sorted(grouped, key=row_order):
+        method, variant, budget, device, dtype, tier, origin, hardware = key
+        cells = {c: make_cell(found) for c, found in grouped[key].items()}
+        rows.append(Row(method, budget, device, dtype, variant, cells, tier, origin, hardware))
     return rows
 
 
-def row_order(key: tuple[str, str, str, str, str]) -> tuple:
-    """Rows by method (methods.CANONICAL_ORDER, then by name), budget, device, dtype; a method's
-    usual configuration before its variants, variants with their numbers compared as numbers
-    (window=8 before window=16)."""
-    method, variant, budget, device, dtype = key
+def row_order(key: tuple) -> tuple:
+    """Rows by method (methods.CANONICAL_ORDER, then by name), the verified row before submitted
+    ones, budget, device, dtype; a method's usual configuration before its variants, variants with
+    their numbers compared as numbers (window=8 before window=16)."""
+    method, variant, budget, device, dtype, tier, origin, hardware = key
     natural = [int(p) if p.isdigit() else p for p in re.split(r"(\d+)", variant)]
-    return known.method_rank(method), budget, device, dtype, variant != "", natural
+    return (known.method_rank(method), tier != "verified", origin or "", hardware, budget, device, dtype,
+            variant != "", natural)
 
 
 def board_columns(rows: list[Row]) -> list[Column]:

@@ -29,7 +29,7 @@ from suite.site.runs import Run, load_runs, number, safe_name
 SITE_DIR = pages.SITE_DIR
 MARKER = ".suite-site"  # marks a folder this builder made, so a rebuild may clear it
 CSV_FIELDS = ("run_id", "kind", "status", "method", "impl", "task", "budget", "device", "dtype", "seed",
-              "created", "git_commit", "config_hash", "record")
+              "created", "git_commit", "config_hash", "record", "tier", "hardware", "added")
 SVG_SIZE = re.compile(r'<svg[^>]*?width="([\d.]+)"[^>]*?height="([\d.]+)"')
 
 
@@ -49,19 +49,25 @@ class BuildReport:
     problems: list[str]  # one message per skipped file
 
 
-def build_site(results_dir: str | Path, out_dir: str | Path, site_dir: Path = SITE_DIR) -> BuildReport:
-    """Write the site for every record under ``results_dir`` to ``out_dir`` (replaced whole, and only
-    once the new site is complete: a failed or interrupted build leaves the one before as it was)."""
+def build_site(results_dir: str | Path, out_dir: str | Path, site_dir: Path = SITE_DIR,
+               submitted: tuple[str | Path, ...] = ()) -> BuildReport:
+    """Write the site for every record under ``results_dir`` (verified) and under each folder of
+    ``submitted`` (submitted) to ``out_dir`` (replaced whole, and only once the new site is complete:
+    a failed or interrupted build leaves the one before as it was)."""
     results_dir, out_dir = Path(results_dir), Path(out_dir)
     if not results_dir.is_dir():
         raise SiteError(f"results folder {str(results_dir)!r} does not exist; pass --results <folder "
                         "holding the records> (runs write to results/ by default)")
-    check_output(out_dir, results_dir)
-    runs, problems = load_runs(results_dir)
+    missing = [str(f) for f in submitted if not Path(f).is_dir()]
+    if missing:
+        raise SiteError(f"submission folder(s) {', '.join(map(repr, missing))} do not exist")
+    for folder in (results_dir, *map(Path, submitted)):
+        check_output(out_dir, folder)
+    runs, problems = load_runs(results_dir, tuple(map(Path, submitted)))
     problems += conflict_messages(runs)
     try:
         with staged(out_dir) as stage:
-            write_site(runs, problems, results_dir, stage, site_dir)
+            write_site(runs, problems, stage, site_dir)
     except SiteError as exc:
         exc.problems = problems
         raise
@@ -74,7 +80,7 @@ def build_site(results_dir: str | Path, out_dir: str | Path, site_dir: Path = SI
     return BuildReport(out_dir, len(runs), problems)
 
 
-def write_site(runs: list[Run], problems: list[str], results_dir: Path, out_dir: Path, site_dir: Path) -> None:
+def write_site(runs: list[Run], problems: list[str], out_dir: Path, site_dir: Path) -> None:
     """Every page, figure and download of the site into the empty folder ``out_dir``."""
     shutil.copytree(site_dir / "assets", out_dir / "assets")
     env = pages.environment(Path(site_dir))
@@ -89,15 +95,20 @@ def write_site(runs: list[Run], problems: list[str], results_dir: Path, out_dir:
 
     rows = board_rows(runs)
     columns = board_columns(rows)
-    first = lead(rows, columns, runs)
+    # The first screen and the figures compare speed, memory and rank across methods: they read the
+    # verified tier alone, one machine's runs; submitted rows are in the tables, each with its machine.
+    verified = [r for r in rows if r.tier == "verified"]
+    verified_columns, verified_runs = board_columns(verified), [r for r in runs if r.tier == "verified"]
+    first = lead(verified, verified_columns, verified_runs)
     shown_first = {f.title for f in first.figures}
-    placed = place_figures([f for f in board_figures(rows, columns) if f.title not in shown_first], out_dir, "board")
+    placed = place_figures([f for f in board_figures(verified, verified_columns) if f.title not in shown_first],
+                           out_dir, "board")
     leading = place_figures(first.figures, out_dir, "lead")
     write("index.html", pages.board_page(env, rows, columns, reference_rows(), problems, lead=first,
                                          lead_figures=leading, figures=placed, fidelity=first.fidelity,
                                          **board_notes(site_dir), **page("index.html", "Leaderboard")))
     figures = [f for mode in modes.registry().values() if mode.section
-               for f in mode_figures(mode, runs, rows, columns)]
+               for f in mode_figures(mode, verified_runs, verified, verified_columns)]
     write("plots.html", pages.plots_page(env, place_figures(figures, out_dir, "plot"), runs,
                                          **page("plots.html", "Plots")))
     curves = write_curve_pages(env, rows, columns, out_dir, write, page)
@@ -108,7 +119,7 @@ def write_site(runs: list[Run], problems: list[str], results_dir: Path, out_dir:
     for run in runs:  # a run's title names its variant, as its row does (sliding_window (window=32))
         title = f"{labels.get(id(run), run.method)} on {run.task} ({run.kind}, {run.status})"
         write(run.page, pages.run_page(env, run, **page(run.page, title)))
-        copy_record(run, results_dir, out_dir)
+        copy_record(run, out_dir)
     write("records.json", json.dumps([r.record for r in runs], indent=1, default=str) + "\n")
     write("records.csv", records_csv(runs))
     write("cells.csv", table_csv(downloads.CELL_COLUMNS, downloads.cells(rows)))
@@ -238,13 +249,14 @@ def staged(out_dir: Path) -> Iterator[Path]:
         shutil.rmtree(old, ignore_errors=True)
 
 
-def copy_record(run: Run, results_dir: Path, out_dir: Path) -> None:
-    """The raw record (and the plots it names) into records/, at its path under results/."""
+def copy_record(run: Run, out_dir: Path) -> None:
+    """The raw record (and the plots it names) into records/, at its path under results/ (a
+    submission's under records/submitted/<folder>/)."""
     target = out_dir / "records" / run.source
     target.parent.mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(results_dir / run.source, target)
+    shutil.copyfile(run.file, target)
     for name in run.plots:
-        shutil.copyfile(results_dir / run.source.parent / name, target.parent / name)
+        shutil.copyfile(run.file.parent / name, target.parent / name)
 
 
 def records_csv(runs: list[Run]) -> str:
@@ -261,7 +273,7 @@ def records_csv(runs: list[Run]) -> str:
     for run in runs:
         identity = (run.run_id, run.kind, run.status, run.method, run.impl, run.task, run.budget, run.device,
                     run.dtype, run.seed, run.created, run.model.env.git_commit, run.config_hash,
-                    run.source.as_posix())
+                    run.source.as_posix(), run.tier, run.hardware, run.added)
         values = [run.metrics.get(n) for n in metric_columns]
         writer.writerow([csv_cell(v) for v in (*identity, *downloads.cell_values(run, options), *values)])
     return buffer.getvalue()

@@ -20,11 +20,13 @@ from suite.site import known, reference
 from suite.site.board import (
     ACCURACY,
     CLEAR_RULE,
+    HARDWARE_RULE,
     LRA_RULE,
     LRA_TASKS,
     PLATEAU_RULE,
     PROVENANCE_RULE,
     TEST_BUDGETS,
+    TIER_RULE,
     VERDICTS,
     Cell,
     Column,
@@ -43,7 +45,7 @@ from suite.site.rules import STATE_BAND
 from suite.site.runs import Run, declared_metrics, number, reproduce_command
 
 SITE_DIR = Path(__file__).resolve().parent  # templates/, assets/, data/: package data of suite.site
-FILTERS = ("device", "budget", "dtype")
+FILTERS = ("tier", "hardware", "device", "budget", "dtype")
 
 
 @dataclass(frozen=True)
@@ -102,6 +104,22 @@ def provenance_title(cell: Cell) -> str:
     return f"Commits: {commits}." + (f" Uncommitted changes in the checkout: {dirty}." if dirty else "")
 
 
+def tier_title(run: Run) -> str:
+    """A run's provenance in words: who ran it, when it was added, from which suite commit, on what machine."""
+    hardware = run.model.env.hardware
+    software = ", ".join(f"{name} {getattr(hardware, name)}" for name in ("torch", "triton", "fla", "cuda", "driver")
+                         if hardware is not None and getattr(hardware, name))
+    commit = (run.model.env.git_commit or "not recorded")[:12]
+    if run.tier == "verified":
+        pin = "" if run.pinned is None else (", the board's pinned commit" if run.pinned.startswith(commit)
+                                             else f", not the board's pinned commit {run.pinned[:12]}")
+        return (f"verified: run by the project at suite commit {commit}{pin}, added {run.added}. "
+                f"Machine: {run.hardware}")
+    by = f" by {run.submission['submitter']}" if run.submission.get("submitter") else ""
+    return (f"submitted{by}, added {run.added}, suite commit {(run.model.env.git_commit or 'not recorded')[:12]}; "
+            f"not rerun by the project. Machine: {run.hardware}" + (f"; {software}" if software else ""))
+
+
 def run_name(run: Run) -> str:
     return f"seed {run.seed}" + ("" if run.lr is None else f" lr {format_lr(run.lr)}")
 
@@ -152,6 +170,7 @@ def environment(site_dir: Path = SITE_DIR) -> jinja2.Environment:
         percent=percent, format_lr=format_lr, verdict_title=verdict_title, sweep_result=sweep_result,
         column_facts=column_facts, direction=direction, fmt=format_value, verdicts=VERDICTS,
         column_sublabel=column_sublabel, provenance_title=provenance_title, memory_text=memory_text,
+        tier_title=tier_title,
         curve_title=curve_title, cell_href=cell_href,
         is_number=lambda v: number(v) is not None, is_table=is_table,
         table_columns=lambda items: list(dict.fromkeys(k for item in items for k in item)),
@@ -255,7 +274,8 @@ def board_page(env: jinja2.Environment, rows: list[Row], columns: list[Column], 
                   show_lra=any(c.task in LRA_TASKS for c in columns), baselines=column_baselines(rows),
                   filters=filters(rows), budgets=budget_rows(rows, columns), cost=cost, accuracy=ACCURACY,
                   test_budgets=TEST_BUDGETS, clear_rule=CLEAR_RULE, lra_rule=LRA_RULE, plateau_rule=PLATEAU_RULE,
-                  provenance_rule=PROVENANCE_RULE, lead_rules=RULES, rule_note=RULE_NOTE, assumed_time=ASSUMED_TIME,
+                  provenance_rule=PROVENANCE_RULE, tier_rule=TIER_RULE, hardware_rule=HARDWARE_RULE,
+                  lead_rules=RULES, rule_note=RULE_NOTE, assumed_time=ASSUMED_TIME,
                   state_band=STATE_BAND, exact_method=known.reference_method(),
                   lra_source=reference.SOURCE, fidelity_features=FIDELITY_FEATURES, **page)
 
@@ -300,6 +320,9 @@ def run_page(env: jinja2.Environment, run: Run, **page: Any) -> str:
     summary = {"kind": run.kind, "method": run.method, "impl": run.impl, "task": run.task,
                "budget": run.budget, "device": run.device, "dtype": run.dtype, "seed": run.seed,
                "status": run.status, "error": rec["error"], "created": run.created,
-               "config_hash": run.config_hash, "record": run.source.as_posix()}
+               "config_hash": run.config_hash, "record": run.source.as_posix(), "tier": run.tier,
+               "hardware": run.hardware, "added": run.added, "git_commit": run.model.env.git_commit}
+    if run.tier != "verified":
+        summary.update({"submission": run.origin, **{f"submission {k}": v for k, v in run.submission.items()}})
     return render(env, "run.html", run=run, summary=summary, commit=env_block.git_commit,
                   dirty=bool(env_block.git_dirty), command=reproduce_command(run), known=declared_metrics(), **page)

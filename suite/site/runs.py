@@ -8,15 +8,17 @@ and the field; the build goes on.
 
 from __future__ import annotations
 
+import json
 import math
 import re
 import shlex
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from suite import metrics as declared
+from suite import records
 from suite.records import iter_loaded
 from suite.schema import Record
 
@@ -32,6 +34,25 @@ class Run:
     source: Path  # the record's path relative to the results folder
     page: str  # the run's page, relative to the site root: runs/<safe run id>.html
     plots: tuple[str, ...] = ()  # image files the record names that lie beside it
+    file: Path | None = None  # where the record was read from
+    tier: str = "verified"  # TIERS: run by the project, or submitted by someone else
+    origin: str | None = None  # a submitted record's submission folder
+    submission: dict = field(default_factory=dict)  # that folder's submission.json (submitter, added, notes)
+    pinned: str | None = None  # a verified run's board commit (<kind>/BOARD_COMMIT of the project's folder)
+
+    @property
+    def hardware(self) -> str:
+        """The machine's class: the device's model (a GPU's name, a CPU's model); speed and memory
+        compare only between runs of one hardware class."""
+        env = self.model.env
+        model = env.hardware.device_model if env.hardware else None
+        return str(model or env.device_name or env.device or "not recorded")
+
+    @property
+    def added(self) -> str:
+        """When the result was added: a submission's date, else when the project's run wrote it."""
+        added = self.submission.get("added")
+        return added if isinstance(added, str) else self.created
 
     @property
     def kind(self) -> str:
@@ -138,21 +159,77 @@ def safe_name(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]", "_", text)[:120] or "run"
 
 
-def load_runs(results_dir: Path) -> tuple[list[Run], list[str]]:
-    """The runs under ``results_dir`` and one message per skipped file."""
+# Where a record comes from (DESIGN.md, "Submitted records"): verified, run by the project itself
+# (its board command or scheduled workflow, from a pinned commit) into its results folder; or
+# submitted, run by anyone else on their machine and added by pull request under submissions/.
+TIERS = ("verified", "submitted")
+SUBMISSION_FILE = "submission.json"  # a submission folder's metadata (docs/SUBMITTING.md)
+SUBMISSION_FIELDS = ("submitter", "added", "notes")  # its text fields the site shows
+PIN_FILE = "BOARD_COMMIT"  # in a kind's folder of results/: the commit its board ran at (scripts/board_cpu.sh)
+
+
+def load_runs(results_dir: Path, submitted: tuple[Path, ...] = ()) -> tuple[list[Run], list[str]]:
+    """The runs under ``results_dir`` (verified) and under each submission folder in ``submitted``,
+    and one message per skipped file."""
     runs: list[Run] = []
     pages: set[str] = set()
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        for path, record, model in iter_loaded(results_dir):
-            page = f"runs/{safe_name(model.run_id)}.html"
-            suffix = 2
-            while page in pages:  # two files with one run id (a copied record): both get a page
-                page = f"runs/{safe_name(model.run_id)}-{suffix}.html"
-                suffix += 1
-            pages.add(page)
-            runs.append(Run(record, model, path.relative_to(results_dir), page, plots_beside(model, path)))
-    return runs, [str(w.message) for w in caught]
+    problems: list[str] = []
+    sources = [(Path(results_dir), "verified", None)] + [(Path(f), "submitted", safe_name(Path(f).name))
+                                                          for f in submitted]
+    for folder, tier, origin in sources:
+        metadata, problem = submission_metadata(folder) if tier == "submitted" else ({}, None)
+        problems += [problem] if problem else []
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            for path, record, model in iter_loaded(folder, skip=(SUBMISSION_FILE,)):
+                refused = leaves_folder(path, folder, record)
+                if refused:
+                    problems.append(f"{path}: {refused}; skipped")
+                    continue
+                page = f"runs/{safe_name(model.run_id)}.html"
+                suffix = 2
+                while page in pages:  # two files with one run id (a copied record): both get a page
+                    page = f"runs/{safe_name(model.run_id)}-{suffix}.html"
+                    suffix += 1
+                pages.add(page)
+                source = path.relative_to(folder)
+                if origin is not None:  # a submission's records sit apart from the project's in the build
+                    source = Path("submitted", origin, source)
+                pin = folder / model.kind / PIN_FILE
+                pinned = pin.read_text().strip() if tier == "verified" and pin.is_file() else None
+                runs.append(Run(record, model, source, page, plots_beside(model, path), path, tier, origin, metadata,
+                                pinned))
+        problems += [str(w.message) for w in caught]
+    return runs, problems
+
+
+def leaves_folder(path: Path, folder: Path, record: dict) -> str | None:
+    """Why a record leads outside its folder, or None: a link that resolves outside it, or a kind,
+    task, method or run id (the parts of its path, records.record_path) such as ``../../x``. Other
+    odd names (markup, spaces) stay inside and are shown escaped; validate refuses them."""
+    root = folder.resolve()
+    if not path.resolve().is_relative_to(root):
+        return f"the file resolves to {str(path.resolve())!r}, outside {str(folder)!r}"
+    for at, value in records.path_name_problems(record):
+        if not isinstance(value, str) or not (root / value).resolve().is_relative_to(root) or value in (".", ".."):
+            return f"field {at!r} is {value!r}: as a path it would leave its folder (expected {records.PATH_NAME_RULE})"
+    if not records.record_path(record, root).resolve().is_relative_to(root):
+        return f"its path {str(records.record_path(record, folder))!r} would leave its folder"
+    return None
+
+
+def submission_metadata(folder: Path) -> tuple[dict, str | None]:
+    """A submission folder's submission.json (its text fields only), and a message when it is unusable."""
+    path = folder / SUBMISSION_FILE
+    if not path.is_file():
+        return {}, f"{path}: missing; the submission is shown without a submitter or date"
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        return {}, f"{path}: not readable JSON ({exc}); the submission is shown without a submitter or date"
+    if not isinstance(data, dict):
+        return {}, f"{path}: not a JSON object; the submission is shown without a submitter or date"
+    return {k: data[k] for k in SUBMISSION_FIELDS if isinstance(data.get(k), str)}, None
 
 
 def plots_beside(model: Record, path: Path) -> tuple[str, ...]:
