@@ -254,6 +254,10 @@ def declared_problems(path: Path, record: dict) -> list[Problem]:
     if name not in methods.available():
         return [Problem(path, "method.name", f"{name!r} is not a method of this suite, so what it declares cannot "
                         "be recomputed", f"one of {', '.join(methods.available())}")]
+    ran, current = record["method"].get("version", 1), methods.get(name).version
+    if ran != current:  # what that version declared is in the code of the commit it names, not here
+        return [Problem(path, "method.version", f"{name} version {ran!r} is not this suite's version {current}, so "
+                        "what it declares cannot be recomputed here", f"a record of {name} version {current}")]
     found = []
     try:
         if record["kind"] == "train" and record["status"] == "ok":

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from suite.site import build_site
-from tests.fake_submission import CELL, REPO, make_submission, write
+from tests.fake_submission import BOARD, CELL, make_submission, write
 
 SCRIPT_SUBMITTER = "Ada <script>alert('submitter')</script>"
 SCRIPT_ERROR = "<script>alert('error')</script>"
@@ -38,9 +38,9 @@ def hostile_submission(folder: Path) -> dict[str, Path]:
 
 
 def project_results(folder: Path) -> Path:
-    """The committed records of the board's ListOps point (a part of results/, for speed)."""
-    shutil.copytree(REPO / "results" / "train" / CELL[0], folder / "train" / CELL[0])
-    shutil.copy(REPO / "results" / "train" / "BOARD_COMMIT", folder / "train")
+    """A finished board's ListOps point, pinned (tests/data/board_listops/)."""
+    shutil.copytree(BOARD / "train" / CELL[0], folder / "train" / CELL[0])
+    shutil.copy(BOARD / "train" / "BOARD_COMMIT", folder / "train")
     return folder
 
 
@@ -69,7 +69,7 @@ def test_rows_say_their_tier_and_the_tiers_never_share_a_cell(built):
     assert len(submitted) == 4 and {r["hardware"] for r in submitted} == {"NVIDIA H100 80GB HBM3"}
     assert {r["added"] for r in submitted} == {"2026-12-03"}
     assert all(r["record"].startswith("submitted/ada-h100/") for r in submitted)
-    assert len(rows) == len(list((REPO / "results" / "train" / CELL[0]).rglob("*.json"))) + 4
+    assert len(rows) == len(list((BOARD / "train" / CELL[0]).rglob("*.json"))) + 4
 
 
 def test_what_a_submitter_wrote_is_text_and_bad_records_are_skipped_by_name(built):

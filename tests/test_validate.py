@@ -18,7 +18,7 @@ import yaml
 
 from suite import records
 from suite.validate import MAX_RECORD_BYTES, main
-from tests.fake_submission import REPO, committed_cell, gpu_record, make_submission, write
+from tests.fake_submission import BOARD, REPO, committed_cell, gpu_record, make_submission, write
 
 REPORT = os.environ.get("VALIDATE_REPORT")  # a file to append each case's lines to (the report)
 
@@ -170,7 +170,7 @@ def test_a_valid_submission_and_the_committed_results_validate_clean(tmp_path, c
 
 
 def test_a_board_pinned_at_one_commit_refuses_records_of_another(tmp_path, capsys):
-    shutil.copytree(REPO / "results" / "train" / "listops_short", tmp_path / "train" / "listops_short")
+    shutil.copytree(BOARD / "train" / "listops_short", tmp_path / "train" / "listops_short")
     (tmp_path / "train" / "BOARD_COMMIT").write_text(OTHER_COMMIT + "\n")
     code, lines = run_validate(capsys, str(tmp_path))
     assert code == 1 and len(lines) == len(list(tmp_path.rglob("*.json")))
