@@ -161,8 +161,8 @@ def drive(call: Call, block_size: int | None = None) -> list[Launch]:
             out = feature_attention_triton(phi_q, phi_k, v, causal=call.causal, **extra)
         else:
             module = meta_module(call.method, call.head_dim, call.options)
-            q, k = (torch.empty(*shape, call.head_dim, device="meta", dtype=dtype, requires_grad=True)
-                    for _ in range(2))
+            q, k = (torch.empty(*shape, module.query_key_dim, device="meta", dtype=dtype, requires_grad=True)
+                    for _ in range(2))  # at the width the method reads (Taylor: its feature_dim)
             v = torch.empty(*shape, call.value_dim, device="meta", dtype=dtype, requires_grad=True)
             out = module._forward_triton(q, k, v, call.causal)
         out.float().sum().backward()
