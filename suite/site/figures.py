@@ -92,12 +92,21 @@ def by_device_and_budget(rows: list[Row]) -> dict[tuple[str, str], list[Row]]:
 def cell_row(series: str, x: float, x_text: str, cell: Cell, where: str, size: float | None = None) -> dict:
     """A cell's mean accuracy at ``x`` with ± one standard deviation over seeds; hollow unless
     clearly above its baseline."""
-    mean, spread = cell.mean(), cell.spread()
-    lr = "" if cell.lr is None else f", lr {format_lr(cell.lr)}"
+    return accuracy_row(series, x, x_text, cell.values(), cell.baseline(), cell.lr, where, size)
+
+
+def accuracy_row(series: str, x: float, x_text: str, values: list[float], baseline: float | None,
+                 lr: float | None, where: str, size: float | None = None) -> dict:
+    """One point of an accuracy figure: the mean of ``values`` (one per seed) at ``x`` with ± one
+    standard deviation; hollow unless clearly above ``baseline``; ``where`` opens its tooltip."""
+    mean = statistics.fmean(values)
+    spread = statistics.stdev(values) if len(values) >= 2 else None
+    judged = verdict(values, baseline)
+    rate = "" if lr is None else f", lr {format_lr(lr)}"
     row = {"series": series, "x": x, "y": mean, "x_text": x_text,
            "y_text": format_value(ACCURACY, mean) + ("" if spread is None else f" ± {100 * spread:.1f}"),
-           "hollow": cell.verdict() != "above",
-           "tip": f"{where}, n={len(cell.values())}{lr}, {VERDICTS[cell.verdict()] or 'clearly above baseline'}"}
+           "hollow": judged != "above",
+           "tip": f"{where}, n={len(values)}{rate}, {VERDICTS[judged] or 'clearly above baseline'}"}
     if spread is not None:  # an accuracy lies in [0, 1]: so does its bar
         row.update(lo=max(mean - spread, 0.0), hi=min(mean + spread, 1.0))
     if size is not None:
@@ -209,7 +218,10 @@ def length_figures(rows: list[Row], columns: list[Column], where: str) -> list[F
                 continue
             data.append(cell_row(row.method, column.seq_len, f"{column.seq_len} tokens (trained)", cell, column.label))
             for length, found in sorted(longer.items()):
-                data.append(length_row(row.method, length, found, cell, column.label))
+                pairs, baseline = found[0].get("num_kv_pairs"), found[0].get("baseline_accuracy")
+                data.append(accuracy_row(row.method, length, f"{length} tokens, {pairs} pairs",
+                                         [f["accuracy"] for f in found], baseline, cell.lr,
+                                         f"{column.label}, tested at {length} tokens"))
         if not data:
             continue
         title = f"{column.label}: {ACCURACY.label} vs test length, {where}"
@@ -221,24 +233,6 @@ def length_figures(rows: list[Row], columns: list[Column], where: str) -> list[F
                      Layout(line=True, error="bar"))
         figures.append(Figure("board", title, spec, caption + crowding_note(r["series"] for r in data)))
     return figures
-
-
-def length_row(series: str, length: int, found: list[dict], cell: Cell, where: str) -> dict:
-    """A method's accuracy at one longer test length (one entry per seed), as ``cell_row`` draws a cell."""
-    values = [f["accuracy"] for f in found]
-    mean = statistics.fmean(values)
-    spread = statistics.stdev(values) if len(values) >= 2 else None
-    pairs, baseline = found[0].get("num_kv_pairs"), found[0].get("baseline_accuracy")
-    judged = verdict(values, baseline)
-    lr = "" if cell.lr is None else f", lr {format_lr(cell.lr)}"
-    row = {"series": series, "x": length, "y": mean, "x_text": f"{length} tokens, {pairs} pairs",
-           "y_text": format_value(ACCURACY, mean) + ("" if spread is None else f" ± {100 * spread:.1f}"),
-           "hollow": judged != "above",
-           "tip": f"{where}, tested at {length} tokens, n={len(values)}{lr}, "
-                  f"{VERDICTS[judged] or 'clearly above baseline'}"}
-    if spread is not None:
-        row.update(lo=max(mean - spread, 0.0), hi=min(mean + spread, 1.0))
-    return row
 
 
 def recall_figures(rows: list[Row], columns: list[Column], where: str) -> list[Figure]:
