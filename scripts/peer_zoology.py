@@ -11,6 +11,9 @@ results side by side.
     python scripts/peer_zoology.py --zoology /path/to/zoology-checkout --out peer.json \\
         [--rows taylor8 taylor16 linear32] [--lrs 1e-3 3e-3 1e-2] [--seed 0] [--sides zoology suite]
 
+``--sides zoology_pytorch_init`` runs Zoology's model and trainer with PyTorch's default
+initialisation instead of Zoology's own (the one difference measured to move linear attention).
+
 Zoology's side is its ``LanguageModel`` (a ``Hybrid`` of ``BaseConv`` then the mixer, two blocks,
 no position embeddings, identity state mixer, its ``_init_weights``) trained by its ``Trainer``
 (AdamW, cosine over epochs, no warm-up, no clipping, validation each epoch, early stop at 99%);
@@ -153,7 +156,15 @@ class CurveLogger:
             self.curve.append(float(metrics["valid/accuracy"]))
 
 
-def run_zoology(row: dict, lr: float, seed: int) -> dict:
+def pytorch_init(model: torch.nn.Module) -> None:
+    """Every module back to PyTorch's default initialisation (the suite's), in place of Zoology's
+    ``_init_weights`` (N(0, 0.02) linears and embeddings, zero biases, rescaled output projections)."""
+    for module in model.modules():
+        if hasattr(module, "reset_parameters"):
+            module.reset_parameters()
+
+
+def run_zoology(row: dict, lr: float, seed: int, init: str = "zoology") -> dict:
     config, data = board_data(row["suite"])
     stand_in_torchvision()  # after the data is loaded: `datasets` probes for the real torchvision
     from zoology.train import Trainer
@@ -162,6 +173,8 @@ def run_zoology(row: dict, lr: float, seed: int) -> dict:
     budget = config["budget"]
     set_determinism(seed)
     model = zoology_model(row, data.info.vocab_size, data.info.seq_len)
+    if init == "pytorch":
+        pytorch_init(model)
     model.to = lambda *args, **kwargs: model  # Based's pinned Trainer.fit moves the model to "cuda" unconditionally
     train = loader(data.train, budget["batch_size"], True, seed)
     steps_per_epoch = len(train)
@@ -200,13 +213,15 @@ def run_suite(row: dict, lr: float, seed: int, extra: list[str]) -> dict:
 
 
 def table(results: list[dict]) -> str:
-    lines = ["| row | lr | Zoology: test % (best step) | suite: test % (best step) |", "|---|---|---|---|"]
+    sides = [side for side in ("zoology", "zoology_pytorch_init", "suite") if any(side in r for r in results)]
+    lines = ["| row | lr | " + " | ".join(f"{side}: test % (best step)" for side in sides) + " |",
+             "|---|---|" + "---|" * len(sides)]
     for r in results:
         cells = []
-        for side in ("zoology", "suite"):
+        for side in sides:
             got = r.get(side)
             cells.append("—" if got is None else f"{100 * got['test_accuracy']:.1f} ({got['best_step']})")
-        lines.append(f"| {r['row']} | {r['lr']:g} | {cells[0]} | {cells[1]} |")
+        lines.append(f"| {r['row']} | {r['lr']:g} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 
@@ -216,7 +231,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rows", nargs="+", default=list(ROWS), choices=list(ROWS))
     parser.add_argument("--lrs", nargs="+", type=float, default=[1e-3, 3e-3, 1e-2])
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--sides", nargs="+", default=["zoology", "suite"], choices=["zoology", "suite"])
+    parser.add_argument("--sides", nargs="+", default=["zoology", "suite"],
+                        choices=["zoology", "zoology_pytorch_init", "suite"])
     parser.add_argument("--suite-override", action="append", default=[],
                         help="an extra override for the suite's side (repeatable)")
     parser.add_argument("--out", type=Path, required=True,
@@ -243,8 +259,9 @@ def main(argv: list[str] | None = None) -> int:
                     print(f"peer: {name} lr {lr:g} seed {args.seed}: {side} done already (--force reruns it)")
                     continue
                 print(f"peer: {name} lr {lr:g} seed {args.seed}: {side}", flush=True)
-                entry[side] = (run_zoology(ROWS[name], lr, args.seed) if side == "zoology"
-                               else run_suite(ROWS[name], lr, args.seed, args.suite_override))
+                entry[side] = (run_suite(ROWS[name], lr, args.seed, args.suite_override) if side == "suite"
+                               else run_zoology(ROWS[name], lr, args.seed,
+                                                init="pytorch" if side == "zoology_pytorch_init" else "zoology"))
                 args.out.write_text(json.dumps({"zoology_commit": commit, "point": POINT, "runs": results},
                                                indent=1))
     print(table(results))
