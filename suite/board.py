@@ -227,17 +227,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("board", help=f"a board file's path, or one of the project's boards: {', '.join(names())}")
     parser.add_argument("overrides", nargs="*", help="overrides for every multirun (one for a key the board sets "
                         "replaces the board's), e.g. hydra.launcher.n_jobs=1")
-    parser.add_argument("--results", type=Path, default=None, help="records go here (default: <checkout>/results)")
+    parser.add_argument("--results", type=Path, default=None,
+                        help="records go here (default: results/ of the checkout, or of this folder)")
     parser.add_argument("--commit", default=os.environ.get("BOARD_COMMIT"),
                         help="start a pinned board at this commit (default: the pin's, else HEAD)")
     parser.add_argument("--dry-run", action="store_true", help="print the multiruns, run nothing")
     args = parser.parse_intermixed_args(argv)
+    tree, env = None, dict(os.environ)  # an unpinned board runs the suite this Python imports, here
     try:
         board = load(args.board)
-        repo = Path(git(Path.cwd(), "rev-parse", "--show-toplevel"))
-        results = (args.results or repo / "results").resolve()
-        tree = repo
         if board.pinned and not args.dry_run:
+            try:
+                repo = Path(git(Path.cwd(), "rev-parse", "--show-toplevel"))
+            except (subprocess.CalledProcessError, FileNotFoundError) as exc:
+                raise BoardError(f"board {board.name} is pinned to a commit: run it in a git checkout of the "
+                                 "suite") from exc
+            results = (args.results or repo / "results").resolve()
             pin = results / PIN_FILE
             commit = pinned_commit(repo, pin, args.commit)
             pin.parent.mkdir(parents=True, exist_ok=True)
@@ -245,21 +250,26 @@ def main(argv: list[str] | None = None) -> int:
             tree = repo / ".cache" / "board" / commit
             if not tree.is_dir():
                 git(repo, "worktree", "add", "--detach", str(tree), commit)
-            print(f"board {board.name}: the board's code is commit {commit} (worktree {tree}); records go to {results}",
-                  file=sys.stderr)
-        runs = [with_extra([*stage, f"results_dir={results}"], args.overrides)
-                for stage in stages(board, registered_in(tree))]
+            env["PYTHONPATH"] = str(tree)
+            registered = registered_in(tree)
+            print(f"board {board.name}: the board's code is commit {commit} (worktree {tree}); records go to "
+                  f"{results}", file=sys.stderr)
+        else:
+            import methods
+
+            results = (args.results or Path("results")).resolve()
+            registered = list(methods.available())
+        runs = [with_extra([*stage, f"results_dir={results}"], args.overrides) for stage in stages(board, registered)]
     except BoardError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_USER_ERROR
     worst = 0
     for i, stage in enumerate(runs, 1):
-        command = [sys.executable, "-m", "suite", "-m", *stage]
         print(f"board {board.name}: multirun {i}/{len(runs)}: python -m suite -m {' '.join(stage)}", file=sys.stderr,
               flush=True)
         if args.dry_run:
             continue
-        code = subprocess.run(command, cwd=tree, env={**os.environ, "PYTHONPATH": str(tree)}).returncode
+        code = subprocess.run([sys.executable, "-m", "suite", "-m", *stage], cwd=tree, env=env).returncode
         if code in (EXIT_USER_ERROR, EXIT_INTERRUPTED):  # a mistake in the command, or stopped: so would the rest be
             return code
         worst = max(worst, code)  # a failed cell is said in its sweep's report; the board goes on

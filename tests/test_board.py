@@ -7,6 +7,7 @@ from __future__ import annotations
 import copy
 import itertools
 import json
+import os
 import subprocess
 import sys
 from functools import cache
@@ -209,3 +210,27 @@ def test_the_board_command_refuses_an_unknown_board_and_prints_a_dry_run():
     lines = [line for line in dry.stderr.splitlines() if "multirun" in line]
     assert len(lines) == 7 and all(line.endswith("hydra.launcher.n_jobs=1") for line in lines)
     assert "point=cpu_mqar_64x16 method=softmax,linear,sliding_window,loglinear,hedgehog,taylor,favor" in lines[0]
+
+
+def test_a_board_file_runs_its_multiruns_and_resumes(tmp_path, data_dir):
+    """A small unpinned board end to end: its multiruns run (the state axis too), and a rerun skips
+    every run that has an ok record."""
+    path = write_board(tmp_path, points=["mqar"], state_point="mqar", point_group="task", budget="smoke",
+                       protocol={"name": "single", "seeds": [0]}, methods=["softmax", "sliding_window"],
+                       state_axes={"sliding_window": {"method.options.window": [8]}})
+    results = tmp_path / "results"
+    env = {**os.environ, "SUITE_DATA_DIR": str(data_dir), "SUITE_HYDRA_DIR": str(tmp_path / "hydra")}
+
+    def command() -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "suite", "board", str(path), "--results", str(results)],
+                              cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+
+    first = command()
+    assert first.returncode == 0, first.stderr[-2000:]
+    ran = [(r["method"]["name"], r["config"]["method"]["options"].get("window"))
+           for _, r in records.iter_records(results)]
+    assert sorted(ran, key=str) == sorted([("softmax", None), ("sliding_window", 64), ("sliding_window", 8)], key=str)
+    again = command()
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert again.stdout.count("skipped: an ok record of this run already exists") == 3
+    assert len(list(results.rglob("*.json"))) == 3
