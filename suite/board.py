@@ -32,6 +32,11 @@ PIN_FILE = Path("train") / "BOARD_COMMIT"  # under the results folder: the commi
 REQUIRED = ("points", "budget", "protocol")
 OPTIONAL = {"state_point": None, "point_group": "point", "methods": "all", "exclude": [], "first": [],
             "state_axes": {}, "pinned": False, "launcher": "basic", "overrides": [], "families": {}}
+# A family of tasks (the site's tables): its tasks, its table's title, what its figures call its
+# points, and which of the board's own figures it gets (recall: accuracy against pairs, state size
+# and test length; none: the cost figure only).
+FAMILY_KEYS = ("tasks", "title", "label", "figures")
+FIGURES = (None, "recall")
 EXIT_USER_ERROR, EXIT_INTERRUPTED = 2, 130
 
 
@@ -108,9 +113,15 @@ def load(spec: str | Path) -> Board:
                              "e.g. {method.options.feature_dim: [4, 8]}")
         ((key, axis_values),) = axis.items()
         axes[method] = (key, axis_values)
+    families = values["families"] or {}
+    for family, said in families.items():
+        if not (isinstance(said, dict) and isinstance(said.get("tasks"), list)
+                and set(said) <= set(FAMILY_KEYS) and said.get("figures") in FIGURES):
+            raise BoardError(f"{where}: families.{family}={said!r}: expected tasks (a list) and optionally "
+                             f"title, label and figures ({' or '.join(map(str, FIGURES))})")
     return Board(path.stem, points, str(values["budget"]), dict(protocol), values["state_point"],
                  values["point_group"], methods, list(values["exclude"]), list(values["first"]), axes,
-                 bool(values["pinned"]), values["launcher"], list(values["overrides"]), dict(values["families"]))
+                 bool(values["pinned"]), values["launcher"], list(values["overrides"]), dict(families))
 
 
 def roster(board: Board, registered: list[str] | tuple[str, ...]) -> list[str]:
@@ -181,7 +192,7 @@ def with_extra(stage: list[str], extra: list[str]) -> list[str]:
 
 
 def families() -> dict[str, dict]:
-    """The task families of the project's boards (the site's tables): name -> {title, tasks, figures}."""
+    """The task families of the project's boards (the site's tables): name -> {tasks, title, label, figures}."""
     found: dict[str, dict] = {}
     for name in names():
         found.update(load(name).families)

@@ -234,3 +234,36 @@ def test_a_board_file_runs_its_multiruns_and_resumes(tmp_path, data_dir):
     assert again.returncode == 0, again.stderr[-2000:]
     assert again.stdout.count("skipped: an ok record of this run already exists") == 3
     assert len(list(results.rglob("*.json"))) == 3
+
+
+# -- the site reads the board files' families ----------------------------------------------------------
+
+def test_the_sites_families_and_recall_figures_are_the_board_files():
+    from suite.site import board as site_board
+    from suite.site import figures
+
+    declared = {name: f for spec in board.names() for name, f in board.load(spec).families.items()}
+    assert {f.name: (list(f.tasks), f.title) for f in site_board.FAMILIES} == {
+        name: (f["tasks"], f["title"]) for name, f in declared.items()}
+    assert [f.tasks for f in figures.RECALL_FAMILIES] == [("mqar",)]  # cpu.yaml: recall, figures: recall
+
+
+def test_a_family_a_board_file_declares_gets_the_recall_figures_under_its_label(tmp_path, monkeypatch):
+    from suite.site import board as site_board
+    from suite.site import figures
+    from suite.site.runs import load_runs
+    from tests.test_site_board import mqar_board
+
+    for r in mqar_board(["softmax", "linear"]):
+        records.write_record({**r, "task": {**r["task"], "name": "recall_x"},
+                              "config": {**r["config"], "task": {**r["config"]["task"], "name": "recall_x"}}},
+                             tmp_path)
+    rows = site_board.board_rows(load_runs(tmp_path)[0])
+    columns = site_board.board_columns(rows)
+    assert not any("vs key-value pairs" in f.title for f in figures.board_figures(rows, columns))  # no board's
+    family = site_board.Family("associative", ("recall_x",), "Associative recall", "RX", "recall")
+    monkeypatch.setattr(site_board, "FAMILIES", (family,))
+    monkeypatch.setattr(figures, "RECALL_FAMILIES", (family,))
+    titles = [f.title for f in figures.board_figures(rows, columns)]
+    assert any(t.startswith("RX: test acc vs key-value pairs") for t in titles), titles
+    assert {site_board.family_of(c) for c in columns} == {"associative"}
