@@ -26,9 +26,8 @@ from pathlib import Path
 
 CONF_DIR = Path(__file__).resolve().parent / "conf"  # package data; conf/ at the root links here
 CONFIG_NAME = "config"
-# Groups the config picks by itself (tuning: <task>_<budget>) or that only presets sweep
-# (state_size: experiment=recall_state_cpu): not advertised in --help, still checked.
-INTERNAL_GROUPS = ("tuning", "state_size")
+# Groups the config picks by itself (tuning: <task>_<budget>): not advertised in --help, still checked.
+INTERNAL_GROUPS = ("tuning",)
 EXIT_USER_ERROR = 2
 EXIT_INTERRUPTED = 130  # the shell's code for a process ended by Ctrl-C
 

@@ -18,6 +18,7 @@ files (``families()``).
 from __future__ import annotations
 
 import argparse
+import itertools
 import os
 import subprocess
 import sys
@@ -180,6 +181,19 @@ def stages(board: Board, registered: list[str] | tuple[str, ...]) -> list[list[s
         if others:
             runs.append([*common, f"{group}={','.join(others)}", f"method={','.join(methods)}"])
     return runs
+
+
+def jobs(multirun: list[str]) -> list[list[str]]:
+    """The jobs of a multirun, each its overrides, as Hydra's basic sweeper expands them (every
+    combination of the swept values); the launcher and where records go, which change no job's
+    config, left out."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    parsed = OverridesParser.create().parse_overrides(
+        [o for o in multirun if not o.startswith(("hydra/launcher=", "results_dir="))])
+    axes = [[f"{o.get_key_element()}={v}" for v in o.sweep_string_iterator()] if o.is_sweep_override()
+            else [o.input_line] for o in parsed]
+    return [list(job) for job in itertools.product(*axes)]
 
 
 def with_extra(stage: list[str], extra: list[str]) -> list[str]:

@@ -5,7 +5,6 @@ skipped), the methods it picks up, and the command's refusals."""
 from __future__ import annotations
 
 import copy
-import itertools
 import json
 import os
 import subprocess
@@ -41,22 +40,10 @@ def compose(conf: Path, overrides: list[str], hydra: bool = False) -> dict:
     return OmegaConf.to_container(cfg, resolve=True)
 
 
-def jobs(multirun: list[str]) -> list[list[str]]:
-    """The jobs of a multirun, each its overrides, as Hydra's basic sweeper expands them (the
-    launcher and where records go change no job's config)."""
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-
-    parsed = OverridesParser.create().parse_overrides(
-        [o for o in multirun if not o.startswith(("hydra/launcher=", "results_dir="))])
-    axes = [[f"{o.get_key_element()}={v}" for v in o.sweep_string_iterator()] if o.is_sweep_override()
-            else [o.input_line] for o in parsed]
-    return [list(job) for job in itertools.product(*axes)]
-
-
 def preset_jobs(conf: Path, preset: str) -> list[list[str]]:
     """The jobs of an experiment preset's own sweep (hydra.sweeper.params)."""
     swept = compose(conf, [preset], hydra=True)
-    return [[preset, *job] for job in jobs([f"{k}={v}" for k, v in swept.items()])]
+    return [[preset, *job] for job in board.jobs([f"{k}={v}" for k, v in swept.items()])]
 
 
 def canonical(config: dict) -> str:
@@ -81,7 +68,7 @@ def pinned_conf(tmp: Path) -> Path | None:
 def cpu_board_cells(conf: Path) -> list[dict]:
     """Every cell of the CPU board file, composed by ``conf`` (every method the suite registers)."""
     runs = board.stages(board.load("cpu"), methods.available())
-    return [compose(conf, job) for multirun in runs for job in jobs(multirun)]
+    return [compose(conf, job) for multirun in runs for job in board.jobs(multirun)]
 
 
 # -- the CPU board is the board it replaced ---------------------------------------------------------------
@@ -166,7 +153,7 @@ def test_the_gpu_board_file_composes_the_jobs_of_the_preset_it_replaced(tmp_path
     # change the seed alone: they are compared as the sweeps' values, the jobs at seed 0.
     old_jobs = [job[1:] for job in preset_jobs(old_conf, "experiment=leaderboard_gpu")]
     (multirun,) = board.stages(board.load("gpu"), methods.available())
-    new_jobs = jobs(multirun)
+    new_jobs = board.jobs(multirun)
     for found in (old_jobs, new_jobs):
         assert sorted(o for job in found for o in job if o.startswith("seed=")) == sorted(
             f"seed={s}" for s in (0, 1, 2) for _ in range(len(found) // 3))
