@@ -254,3 +254,27 @@ def test_a_family_a_board_file_declares_gets_the_recall_figures_under_its_label(
     titles = [f.title for f in figures.board_figures(rows, columns)]
     assert any(t.startswith("RX: test acc vs key-value pairs") for t in titles), titles
     assert {site_board.family_of(c) for c in columns} == {"associative"}
+
+
+def test_a_pinned_board_runs_at_its_pin_else_a_clean_head(tmp_path):
+    def git(*args: str) -> str:
+        return subprocess.run(["git", "-C", str(tmp_path), *args], check=True, capture_output=True,
+                              text=True).stdout.strip()
+
+    git("init", "-q")
+    (tmp_path / "f").write_text("1")
+    git("add", "f")
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "one")
+    head = git("rev-parse", "HEAD")
+    pin = tmp_path / "results" / board.PIN_FILE
+    assert board.pinned_commit(tmp_path, pin, None) == head  # no pin yet: the clean checkout's HEAD
+    (tmp_path / "f").write_text("2")
+    with pytest.raises(board.BoardError, match="uncommitted changes"):
+        board.pinned_commit(tmp_path, pin, None)
+    pin.parent.mkdir(parents=True)
+    pin.write_text("0" * 40 + "\n")
+    assert board.pinned_commit(tmp_path, pin, None) == "0" * 40  # the pin, whatever the checkout holds
+    with pytest.raises(board.BoardError, match=f"holds a board from commit {'0' * 40}; remove its records"):
+        board.pinned_commit(tmp_path, pin, head)
+    with pytest.raises(board.BoardError, match="--commit 'nope' names no commit"):
+        board.pinned_commit(tmp_path, pin, "nope")
