@@ -192,18 +192,33 @@ def _compose(overrides: list[str], hydra: bool = False) -> dict:
 def preset_jobs(preset: str) -> list[list[str]]:
     """The overrides of every job of a preset's sweep that can change a launch, one method each.
 
-    Swept methods (``method`` or ``+state_size``) are the preset's own; a preset that sweeps none runs
-    with any method, so it gets every method with a Triton path."""
+    Swept methods are the preset's own; a preset that sweeps none runs with any method, so it gets
+    every method with a Triton path (the boards' jobs: board_jobs)."""
     swept = {key: str(values).split(",") for key, values in _compose([preset], hydra=True).items()
              if not SWEEP_KEYS_WITHOUT_SHAPES.match(key)}
     with_triton = triton_methods()
     if "method" in swept:
         swept["method"] = [m for m in swept["method"] if m in with_triton]
-    elif not any(key.endswith("state_size") for key in swept):
+    else:
         swept["method"] = with_triton
     keys = list(swept)
     return [[preset, *(f"{key}={value}" for key, value in zip(keys, values))]
             for values in itertools.product(*(swept[key] for key in keys))]
+
+
+def board_jobs() -> list[list[str]]:
+    """The overrides of every job the boards (suite/boards/) run with a method that has a Triton
+    path, the seeds left out (they change no launch)."""
+    import methods
+    from suite import board
+
+    with_triton = {f"method={name}" for name in triton_methods()}
+    found = {}
+    for name in board.names():
+        for multirun in board.stages(board.load(name), methods.available()):
+            for job in (j for j in board.jobs(multirun) if with_triton & set(j)):
+                found[tuple(o for o in job if not o.startswith("seed="))] = None
+    return [list(job) for job in found]
 
 
 def model_calls(overrides: list[str]) -> list[Call]:
@@ -273,7 +288,7 @@ def config_calls(quick: bool) -> list[Call]:
     if not quick:
         calls += kernel_grid_calls()
         presets = [f"experiment={p.stem}" for p in sorted((REPO / "conf" / "experiment").glob("*.yaml"))]
-        jobs = [job for preset in presets for job in preset_jobs(preset)]
+        jobs = [job for preset in presets for job in preset_jobs(preset)] + board_jobs()
         jobs += [["budget=paper", f"method={name}"] for name in triton_methods()]
         calls += [call for job in jobs for call in model_calls(job)]
     return list(dict.fromkeys(calls))

@@ -1,5 +1,6 @@
 """``python -m suite method=<name> task=<name> [budget=...] [mode=...] [key=value ...]``; ``--help``;
-``python -m suite validate [--submission] PATH...`` checks records instead (suite/validate.py).
+``python -m suite validate [--submission] PATH...`` checks records instead (suite/validate.py);
+``python -m suite board cpu`` runs a board file's multiruns (suite/board.py).
 
 Config groups live in conf/ (see conf/config.yaml). Hydra parses the command line and composes the
 config, once; its own flags (``--cfg job``, ``--info``, ``-sc install=bash``, ``-m``) are its own.
@@ -25,9 +26,8 @@ from pathlib import Path
 
 CONF_DIR = Path(__file__).resolve().parent / "conf"  # package data; conf/ at the root links here
 CONFIG_NAME = "config"
-# Groups the config picks by itself (tuning: <task>_<budget>) or that only presets sweep
-# (state_size: experiment=recall_state_cpu): not advertised in --help, still checked.
-INTERNAL_GROUPS = ("tuning", "state_size")
+# Groups the config picks by itself (tuning: <task>_<budget>): not advertised in --help, still checked.
+INTERNAL_GROUPS = ("tuning",)
 EXIT_USER_ERROR = 2
 EXIT_INTERRUPTED = 130  # the shell's code for a process ended by Ctrl-C
 
@@ -248,6 +248,10 @@ def main() -> None:
     from suite.errors import USER_ERRORS
 
     argv = sys.argv[1:]
+    if argv[:1] == ["board"]:  # `attention-suite board cpu`: a board file's multiruns (suite/board.py)
+        from suite.board import main as board
+
+        sys.exit(board(argv[1:]))
     if argv[:1] == ["validate"]:  # `attention-suite validate PATH...`: no config, no Hydra (suite/validate.py)
         from suite.validate import main as validate
 

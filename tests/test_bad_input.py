@@ -65,14 +65,14 @@ BAD_INPUT = [
     (("model=huge",), "unknown model 'huge'; valid models: hybrid, paper, shortconv, small, smoke"),
     (("logger=tensorboard",), "unknown logger 'tensorboard'; valid loggers: none, wandb"),
     (("experiment=lra_nope",), "unknown experiment 'lra_nope'; did you mean 'lra_listops'? valid experiments: "
-                               "leaderboard_cpu, "),
+                               "lra_image, "),
     # a choice close to a valid one gets the hint misspelled keys get, in a sweep's list too
     (("method=favour",), "unknown method 'favour'; did you mean 'favor'? valid methods: " + ", ".join(
         sorted(path.stem for path in (Path(__file__).resolve().parents[1] / "conf" / "method").glob("*.yaml")))),
     (("-m", "method=softmax,favour"), "unknown method 'favour'; did you mean 'favor'? valid methods: favor, "),
     (("task=mqr",), "unknown task 'mqr'; did you mean 'mqar'? valid tasks: genomic_benchmarks, "),
     (("point=cpu_mqar_6x4",), "unknown point 'cpu_mqar_6x4'; did you mean 'cpu_mqar_64x4'? valid points: "),
-    (("+state_size=favor_m46",), "unknown state_size 'favor_m46'; did you mean 'favor_m64'? valid state_sizes: "),
+    (("+tuning=mqar_smal",), "unknown tuning 'mqar_smal'; did you mean 'mqar_small'? valid tunings: "),
     (("method=linear", "method.impl=cuda"),
      "unknown impl 'cuda' for method 'linear'; valid: auto, naive, chunk, triton"),
     (("device=gpu",), "unknown device 'gpu'; valid: auto, cpu, cuda"),

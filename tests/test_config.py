@@ -13,8 +13,9 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from omegaconf import OmegaConf
 
+import methods
+from suite import board, records
 from suite import config as schema
-from suite import records
 from suite.errors import ConfigError
 
 REPO = Path(__file__).resolve().parent.parent
@@ -85,11 +86,11 @@ def test_every_experiment_preset_passes_with_each_value_its_sweep_takes(experime
 
 
 def gpu_jobs() -> list[tuple[str, ...]]:
-    """The overrides of every job the GPU board runs (leaderboard_gpu: each LRA preset with each of its
-    methods; seeds change no model) and of the paper budget with each of those methods."""
-    swept = _composed(("experiment=leaderboard_gpu",), True)
-    names = str(swept["method"]).split(",")
-    jobs = [(f"experiment={e}", f"method={m}") for e in str(swept["experiment"]).split(",") for m in names]
+    """The overrides of every job the GPU board runs (suite/boards/gpu.yaml: each LRA preset with each
+    method; seeds change no model) and of the paper budget with each of those methods."""
+    gpu = board.load("gpu")
+    names = board.roster(gpu, methods.available())
+    jobs = [(f"{gpu.point_group}={p}", f"method={m}") for p in gpu.points for m in names]
     return jobs + [("budget=paper", f"method={m}") for m in names]
 
 
@@ -126,10 +127,20 @@ def test_every_gpu_job_composes_validates_and_builds_its_model_on_the_cpu(job):
     assert logits.shape == (2, 10) and torch.isfinite(logits).all()
 
 
-@pytest.mark.parametrize("name", [*choices("point"), *choices("state_size")])
-def test_every_board_point_and_state_size_passes(name):
-    group = "point" if name in choices("point") else "+state_size"
-    assert refusal(composed(f"{group}={name}", "protocol=lr_sweep")) == []
+def state_sizes() -> list[tuple[str, ...]]:
+    """Each smaller state a board runs (its state axes), at its state point."""
+    found = []
+    for name in board.names():
+        spec = board.load(name)
+        for method, (key, values) in spec.state_axes.items():
+            found += [(f"{spec.point_group}={spec.state_point}", f"method={method}", f"{key}={board.hydra_value(v)}")
+                      for v in values]
+    return found
+
+
+@pytest.mark.parametrize("job", [*((f"point={p}",) for p in choices("point")), *state_sizes()], ids="+".join)
+def test_every_board_point_and_state_size_passes(job):
+    assert refusal(composed(*job, "protocol=lr_sweep")) == []
 
 
 def test_every_record_under_results_passes(tmp_path):

@@ -334,7 +334,7 @@ def test_fidelity_headline_at_one_length_and_feature_count(tmp_path):
     assert "Fidelity to softmax" not in build(tmp_path / "b", [train()])
 
 
-# The CPU board's shape (conf/experiment/leaderboard_cpu.yaml, recall_state_cpu.yaml): every method at
+# The CPU board's shape (suite/boards/cpu.yaml): every method at
 # three MQAR points and ListOps short at its default state, and at the state-bound point (64, 16) at
 # more state sizes; each cell a 3-rate sweep at seed 0, then seeds 1 and 2.
 CPU_METHODS = ("softmax", "linear", "favor", "taylor", "loglinear", "hedgehog", "sliding_window")

@@ -12,6 +12,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
+from suite import board as boards
 from suite.metrics import declared
 from suite.records import cell_key, select_lr
 from suite.site import known, reference
@@ -457,8 +458,22 @@ def board_columns(rows: list[Row]) -> list[Column]:
     return lra + [c for c in present if c not in lra]
 
 
-FAMILY_TITLES = {"recall": "Recall", "lra": "Long Range Arena tasks",
-                 "listops_short": "ListOps short: LRA's ListOps generator on short sequences, not an LRA number"}
+@dataclass(frozen=True)
+class Family:
+    """A family of tasks as the project's board files declare it (suite/boards/*.yaml, ``families``):
+    one table of the board, and (``figures``: recall) the board's recall figures, naming its points
+    by ``label``."""
+
+    name: str
+    tasks: tuple[str, ...]
+    title: str
+    label: str
+    figures: str | None
+
+
+FAMILIES = tuple(Family(name, tuple(f["tasks"]), f.get("title", name), f.get("label", f.get("title", name)),
+                        f.get("figures")) for name, f in boards.families().items())
+RECALL_FAMILIES = tuple(f for f in FAMILIES if f.figures == "recall")
 MAX_COLUMNS = 6  # board points per table: more would not fit a 1,400-pixel window
 
 
@@ -473,7 +488,7 @@ class Table:
 
     @property
     def title(self) -> str:
-        return FAMILY_TITLES.get(self.family, self.family)
+        return next((f.title for f in FAMILIES if f.name == self.family), self.family)
 
     @property
     def lra(self) -> bool:
@@ -486,12 +501,12 @@ class Table:
 
 
 def family_of(column: Column) -> str:
-    """LRA's own tasks form its family; a task of another family's kind (ListOps short: LRA's
-    generator, shorter sequences) is its own, so it never reads as an LRA number."""
-    if column.task in reference.TASKS:
-        return "lra"
-    if column.recall:
-        return "recall"
+    """The family a board file puts the point's task in; else the record's own (task.family), except
+    LRA's: a task of LRA's kind that is not LRA's own (ListOps short: LRA's generator, shorter
+    sequences) is its own family, so it never reads as an LRA number."""
+    declared = next((f.name for f in FAMILIES if column.task in f.tasks), None)
+    if declared:
+        return declared
     return column.family if column.family and column.family != "lra" else column.task
 
 

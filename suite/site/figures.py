@@ -22,7 +22,7 @@ from suite import scaling
 from suite.metrics import Metric, declared, format_bytes, format_value
 from suite.schema import Statistics, sweep_layout
 from suite.site import known
-from suite.site.board import ACCURACY, VERDICTS, Cell, Column, Row, format_lr, verdict
+from suite.site.board import ACCURACY, RECALL_FAMILIES, VERDICTS, Cell, Column, Row, format_lr, verdict
 from suite.site.charts import PALETTE, SHAPES, Axis, Layout, chart
 from suite.site.runs import Run, metric_for
 
@@ -32,7 +32,6 @@ from suite.site.runs import Run, metric_for
 REFERENCE_IMPLS = ("sdpa",)
 FIRST_METRICS = ("denominator_rel_error",)  # the fidelity figures start with the denominator
 MAX_FIDELITY_SERIES = 10  # beyond this, a fidelity figure keeps one line per method and source (and says so)
-MQAR = "mqar"  # the recall task with the board's own figures
 FIDELITY_FEATURES = 256  # the fidelity headline's feature count: each method's nearest measured one
 SWEEP_UNITS = ("s", "bytes")  # kernel and decode figures: time and memory
 NOT_PLOTTED = ("skipped",)  # a point never attempted is not a failure to mark
@@ -185,7 +184,14 @@ def _pareto_figure(rows: list[Row], column: Column, where: str, x_metric: Metric
     return Figure("train", title, spec, caption + crowding_note(r["series"] for r in data))
 
 
-# -- the board's figures: MQAR recall, accuracy against state size, accuracy against cost ------------
+# -- the board's figures: recall (MQAR), accuracy against state size, accuracy against cost ----------
+# Which tasks get the recall figures, and what the figures call them, the board files say (a
+# family's ``figures: recall`` and ``label``; suite/boards/).
+
+def recall_points(columns: list[Column]) -> list[Column]:
+    """The board points of the families with recall figures."""
+    return [c for c in columns if any(c.task in f.tasks for f in RECALL_FAMILIES)]
+
 
 def board_figures(rows: list[Row], columns: list[Column]) -> list[Figure]:
     """The figures under the board's tables: MQAR accuracy against key-value pairs and against state
@@ -206,7 +212,7 @@ def length_figures(rows: list[Row], columns: list[Column], where: str) -> list[F
     accuracy against the test length, one line per method at its default state; the first point is
     the trained length, the others hold as many pairs per token (so more pairs in all)."""
     figures = []
-    for column in (c for c in columns if c.task == MQAR):
+    for column in recall_points(columns):
         data = []
         for row in (r for r in rows if column in r.cells and r.cells[column].mean() is not None):
             cell = row.cells[column]
@@ -236,11 +242,18 @@ def length_figures(rows: list[Row], columns: list[Column], where: str) -> list[F
 
 
 def recall_figures(rows: list[Row], columns: list[Column], where: str) -> list[Figure]:
-    """Per model: MQAR accuracy against the number of key-value pairs, one line per method."""
+    """Per recall family and model: accuracy against the number of key-value pairs, one line per method."""
     figures = []
-    mqar = sorted((c for c in columns if c.task == MQAR and c.recall), key=lambda c: (c.num_kv_pairs, c.seq_len))
-    for model in sorted({c.model or "" for c in mqar}):
-        points = [c for c in mqar if (c.model or "") == model]
+    for family in RECALL_FAMILIES:
+        figures += family_recall_figures(family.label, [c for c in columns if c.task in family.tasks], rows, where)
+    return figures
+
+
+def family_recall_figures(label: str, columns: list[Column], rows: list[Row], where: str) -> list[Figure]:
+    figures = []
+    recall = sorted((c for c in columns if c.recall), key=lambda c: (c.num_kv_pairs, c.seq_len))
+    for model in sorted({c.model or "" for c in recall}):
+        points = [c for c in recall if (c.model or "") == model]
         one_per_x = len({c.num_kv_pairs for c in points}) == len(points)  # else a line would zigzag
         data = [cell_row(row.method, column.num_kv_pairs, f"{column.num_kv_pairs} pairs", row.cells[column],
                          column.label) for row in rows for column in points
@@ -248,8 +261,8 @@ def recall_figures(rows: list[Row], columns: list[Column], where: str) -> list[F
         if not data:
             continue
         on = f" on the {model} model" if model else ""
-        title = f"MQAR: {ACCURACY.label} vs key-value pairs{on}, {where}"
-        caption = (f"{ACCURACY.label} on MQAR against the number of key-value pairs to recall{on} ({where}); "
+        title = f"{label}: {ACCURACY.label} vs key-value pairs{on}, {where}"
+        caption = (f"{ACCURACY.label} on {label} against the number of key-value pairs to recall{on} ({where}); "
                    f"board points (length·pairs): {', '.join(f'{c.seq_len}·{c.num_kv_pairs}' for c in points)}. "
                    f"Band: ± one standard deviation over seeds. {HOLLOW} {LEGEND}")
         spec = chart(title, data, Axis("key-value pairs", "count", log=True), metric_axis(ACCURACY, log=False),
@@ -259,9 +272,9 @@ def recall_figures(rows: list[Row], columns: list[Column], where: str) -> list[F
 
 
 def state_figures(rows: list[Row], columns: list[Column], where: str) -> list[Figure]:
-    """Per MQAR board point: accuracy against the bytes of recurrent state (Based, Figure 2)."""
+    """Per recall board point: accuracy against the bytes of recurrent state (Based, Figure 2)."""
     figures = []
-    for column in (c for c in columns if c.task == MQAR):
+    for column in recall_points(columns):
         data = []
         for method in dict.fromkeys(r.method for r in rows):
             # Every configuration of the method counts here (its variant rows too): one point per
@@ -284,11 +297,13 @@ def state_figures(rows: list[Row], columns: list[Column], where: str) -> list[Fi
 
 def cost_figures(rows: list[Row], columns: list[Column], where: str) -> list[Figure]:
     """LRA's Figure 3 form: accuracy against train throughput, marker area by peak memory; one
-    figure per board point, MQAR's points in one."""
-    groups = [[c] for c in columns if c.task != MQAR] + [[c for c in columns if c.task == MQAR]]
+    figure per board point, a recall family's points in one (MQAR's)."""
+    recall = recall_points(columns)
+    groups = [("", [c]) for c in columns if c not in recall] + [
+        (f.label, [c for c in recall if c.task in f.tasks]) for f in RECALL_FAMILIES]
     speed, memory_metric = declared("train")["train_tokens_per_s"], declared("train")["peak_memory_bytes"]
     figures = []
-    for group in (g for g in groups if g):
+    for label, group in (g for g in groups if g[1]):
         data = []
         for row in rows:
             for column in group:
@@ -304,7 +319,7 @@ def cost_figures(rows: list[Row], columns: list[Column], where: str) -> list[Fig
         if not data:
             continue
         largest = max((r["size"] for r in data), default=0)
-        name = group[0].label if len(group) == 1 else "MQAR"
+        name = group[0].label if len(group) == 1 else label
         title = f"{name}: {ACCURACY.label} vs train throughput, {where}"
         sizes = (f"largest: {format_bytes(largest)}" if largest
                  else "no run recorded it: every marker has the same size")
@@ -316,7 +331,7 @@ def cost_figures(rows: list[Row], columns: list[Column], where: str) -> list[Fig
         if unsized:
             caption += f" {unsized} point(s) without the run's own memory are drawn at the smallest size."
         if len(group) > 1:
-            caption += " Each method has one point per MQAR board point (hover a point for which)."
+            caption += f" Each method has one point per {label} board point (hover a point for which)."
         spec = chart(title, data, metric_axis(speed, log=True), metric_axis(ACCURACY, log=False),
                      Layout(line=False, error="bar", size=Axis("peak memory", "bytes", log=True)))
         figures.append(Figure("board", title, spec, caption + crowding_note(r["series"] for r in data)))

@@ -1,0 +1,305 @@
+"""A board declared in one file (``suite/boards/<name>.yaml``): its points, the state axis of each
+method, its protocol (the learning-rate grid and seeds), its budget and its methods, which default to
+every registered method, outside ones included.
+
+``attention-suite board cpu`` (``python -m suite.board cpu``, or a board file's path) expands the file
+into Hydra multiruns of ``python -m suite -m`` and runs them in order: every method at the state
+point, then each method's state axis there, then every method at the other points. A pinned board
+runs them from the commit named in ``<results>/train/BOARD_COMMIT`` (written by its first run: the
+checkout's HEAD, which must be clean) in a git worktree (``.cache/board/<commit>``), so the checkout
+may move on while the board runs and every record of the board comes from one code version. A
+rerun skips every run that has an ok record: the board resumes where it stopped.
+
+The file is read here, by the checkout that starts the board; the runs (and the registry that
+``methods: all`` reads) are the pinned commit's. The site reads the boards' families from the same
+files (``families()``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+BOARDS_DIR = Path(__file__).resolve().parent / "boards"
+PIN_FILE = Path("train") / "BOARD_COMMIT"  # under the results folder: the commit a pinned board runs at
+REQUIRED = ("points", "budget", "protocol")
+OPTIONAL = {"state_point": None, "point_group": "point", "methods": "all", "exclude": [], "first": [],
+            "state_axes": {}, "pinned": False, "launcher": "basic", "overrides": [], "families": {}}
+# A family of tasks (the site's tables): its tasks, its table's title, what its figures call its
+# points, and which of the board's own figures it gets (recall: accuracy against pairs, state size
+# and test length; none: the cost figure only).
+FAMILY_KEYS = ("tasks", "title", "label", "figures")
+FIGURES = (None, "recall")
+EXIT_USER_ERROR, EXIT_INTERRUPTED = 2, 130
+
+
+class BoardError(ValueError):
+    """A board file or a board command that cannot run: one line naming the value and the choices."""
+
+
+@dataclass(frozen=True)
+class Board:
+    name: str
+    points: list[str]
+    budget: str
+    protocol: dict
+    state_point: str | None
+    point_group: str
+    methods: str | list[str]
+    exclude: list[str]
+    first: list[str]
+    state_axes: dict[str, tuple[str, list]]  # method -> (the override key that sets its state, the values)
+    pinned: bool
+    launcher: str
+    overrides: list[str]
+    families: dict[str, dict]
+
+
+def names() -> list[str]:
+    """The project's boards (suite/boards/*.yaml)."""
+    return sorted(p.stem for p in BOARDS_DIR.glob("*.yaml"))
+
+
+def find(spec: str | Path) -> Path:
+    """A board file: a path, or the name of one of the project's boards."""
+    path = Path(spec)
+    if path.suffix in (".yaml", ".yml"):
+        if not path.is_file():
+            raise BoardError(f"board file {str(path)!r} does not exist")
+        return path
+    if str(spec) not in names():
+        raise BoardError(f"unknown board {str(spec)!r}; valid boards: {', '.join(names())} (or a board file's path)")
+    return BOARDS_DIR / f"{spec}.yaml"
+
+
+def load(spec: str | Path) -> Board:
+    """The board ``spec`` names (a path or a project board's name), its keys checked."""
+    path = find(spec)
+    raw = yaml.safe_load(path.read_text()) or {}
+    where = f"board {path}"
+    if not isinstance(raw, dict):
+        raise BoardError(f"{where}: expected a mapping of keys, got {type(raw).__name__}")
+    unknown = sorted(set(raw) - set(REQUIRED) - set(OPTIONAL))
+    if unknown:
+        raise BoardError(f"{where}: unknown key(s) {', '.join(unknown)}; valid keys: "
+                         f"{', '.join((*REQUIRED, *OPTIONAL))}")
+    missing = [k for k in REQUIRED if k not in raw]
+    if missing:
+        raise BoardError(f"{where}: missing key(s) {', '.join(missing)}")
+    values = {**OPTIONAL, **raw}
+    points = values["points"]
+    if not (isinstance(points, list) and points and all(isinstance(p, str) for p in points)):
+        raise BoardError(f"{where}: points={points!r}: expected a list of {values['point_group']} names")
+    if values["state_point"] is not None and values["state_point"] not in points:
+        raise BoardError(f"{where}: state_point={values['state_point']!r} is not one of its points: "
+                         f"{', '.join(points)}")
+    protocol = values["protocol"]
+    if not (isinstance(protocol, dict) and isinstance(protocol.get("name"), str)):
+        raise BoardError(f"{where}: protocol={protocol!r}: expected a mapping with a name (conf/protocol/)")
+    methods = values["methods"]
+    if methods != "all" and not (isinstance(methods, list) and all(isinstance(m, str) for m in methods)):
+        raise BoardError(f"{where}: methods={methods!r}: expected 'all' or a list of method names")
+    axes = {}
+    for method, axis in (values["state_axes"] or {}).items():
+        if not (isinstance(axis, dict) and len(axis) == 1 and isinstance(next(iter(axis.values())), list)):
+            raise BoardError(f"{where}: state_axes.{method}={axis!r}: expected one key and its values, "
+                             "e.g. {method.options.feature_dim: [4, 8]}")
+        ((key, axis_values),) = axis.items()
+        axes[method] = (key, axis_values)
+    families = values["families"] or {}
+    for family, said in families.items():
+        if not (isinstance(said, dict) and isinstance(said.get("tasks"), list)
+                and set(said) <= set(FAMILY_KEYS) and said.get("figures") in FIGURES):
+            raise BoardError(f"{where}: families.{family}={said!r}: expected tasks (a list) and optionally "
+                             f"title, label and figures ({' or '.join(map(str, FIGURES))})")
+    return Board(path.stem, points, str(values["budget"]), dict(protocol), values["state_point"],
+                 values["point_group"], methods, list(values["exclude"]), list(values["first"]), axes,
+                 bool(values["pinned"]), values["launcher"], list(values["overrides"]), dict(families))
+
+
+def roster(board: Board, registered: list[str] | tuple[str, ...]) -> list[str]:
+    """The methods the board runs, in the order it runs them: its own list, else every registered
+    method; less its exclusions; the methods of ``first`` ahead, in that order."""
+    chosen = list(registered) if board.methods == "all" else list(board.methods)
+    named = [*(() if board.methods == "all" else board.methods), *board.exclude, *board.state_axes]
+    unknown = [m for m in dict.fromkeys(named) if m not in registered]
+    if unknown:
+        raise BoardError(f"board {board.name}: unknown method(s) {', '.join(unknown)}; registered methods: "
+                         f"{', '.join(registered)}")
+    chosen = [m for m in chosen if m not in board.exclude]
+    rank = {m: i for i, m in enumerate(board.first)}
+    return sorted(chosen, key=lambda m: rank.get(m, len(rank)))  # stable: the others keep their order
+
+
+def hydra_value(value: Any) -> str:
+    """``value`` as an override's right-hand side: 0.001, [0.001,0.003], a name."""
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, (list, tuple)):
+        return "[" + ",".join(map(hydra_value, value)) + "]"
+    return repr(value) if isinstance(value, float) else str(value)
+
+
+def common_overrides(board: Board) -> list[str]:
+    """What every multirun of the board is given: its launcher, budget, protocol and own overrides."""
+    protocol = dict(board.protocol)
+    name, seeds = protocol.pop("name"), protocol.get("seeds")
+    found = [f"hydra/launcher={board.launcher}", f"budget={board.budget}", f"protocol={name}"]
+    if name == "single":  # one run per seed, swept by Hydra; a sweep protocol runs its seeds itself
+        protocol.pop("seeds", None)
+        if seeds:
+            found.append("seed=" + ",".join(map(str, seeds)))
+    found += [f"protocol.{key}={hydra_value(value)}" for key, value in protocol.items()]
+    return found + board.overrides
+
+
+def stages(board: Board, registered: list[str] | tuple[str, ...]) -> list[list[str]]:
+    """The board as Hydra multiruns, each its overrides: every method at the state point (the board's
+    main finding, complete first); each method's state axis there, one multirun per (key, values)
+    shared by methods; then every method at the other points."""
+    methods = roster(board, registered)
+    common, group = common_overrides(board), board.point_group
+    runs = []
+    first = [board.state_point] if board.state_point else board.points
+    runs.append([*common, f"{group}={','.join(first)}", f"method={','.join(methods)}"])
+    if board.state_point:
+        axes: dict[tuple[str, str], list[str]] = {}
+        for method in (m for m in methods if m in board.state_axes):
+            key, values = board.state_axes[method]
+            axes.setdefault((key, ",".join(map(hydra_value, values))), []).append(method)
+        for (key, values), together in axes.items():
+            runs.append([*common, f"{group}={board.state_point}", f"method={','.join(together)}", f"{key}={values}"])
+        others = [p for p in board.points if p != board.state_point]
+        if others:
+            runs.append([*common, f"{group}={','.join(others)}", f"method={','.join(methods)}"])
+    return runs
+
+
+def jobs(multirun: list[str]) -> list[list[str]]:
+    """The jobs of a multirun, each its overrides, as Hydra's basic sweeper expands them (every
+    combination of the swept values); the launcher and where records go, which change no job's
+    config, left out."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    parsed = OverridesParser.create().parse_overrides(
+        [o for o in multirun if not o.startswith(("hydra/launcher=", "results_dir="))])
+    axes = [[f"{o.get_key_element()}={v}" for v in o.sweep_string_iterator()] if o.is_sweep_override()
+            else [o.input_line] for o in parsed]
+    return [list(job) for job in itertools.product(*axes)]
+
+
+def with_extra(stage: list[str], extra: list[str]) -> list[str]:
+    """A stage's overrides with the command line's own: one for a key the board sets replaces the board's."""
+    def key(override: str) -> str:
+        return override.split("=", 1)[0].lstrip("+~")
+
+    given = {key(o) for o in extra}
+    return [o for o in stage if key(o) not in given] + extra
+
+
+def families() -> dict[str, dict]:
+    """The task families of the project's boards (the site's tables): name -> {tasks, title, label, figures}."""
+    found: dict[str, dict] = {}
+    for name in names():
+        found.update(load(name).families)
+    return found
+
+
+# -- running a board ------------------------------------------------------------------------------
+
+def git(repo: Path, *args: str) -> str:
+    return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, text=True).stdout.strip()
+
+
+def pinned_commit(repo: Path, pin: Path, requested: str | None) -> str:
+    """The commit the board runs at: the pin's, else ``requested``, else the clean checkout's HEAD."""
+    pinned = pin.read_text().strip() if pin.is_file() else ""
+    if requested:
+        try:
+            commit = git(repo, "rev-parse", "--verify", f"{requested}^{{commit}}")
+        except subprocess.CalledProcessError as exc:
+            raise BoardError(f"--commit {requested!r} names no commit of {repo}") from exc
+        if pinned and pinned != commit:
+            raise BoardError(f"{pin.parent} holds a board from commit {pinned}; remove its records (and {pin}) "
+                             f"to start one at {commit}")
+        return commit
+    if pinned:
+        return pinned
+    if git(repo, "status", "--porcelain", "--untracked-files=no"):
+        raise BoardError("the checkout has uncommitted changes; a board's records come from a clean commit: "
+                         "commit first")
+    return git(repo, "rev-parse", "HEAD")
+
+
+def registered_in(tree: Path) -> list[str]:
+    """The methods registered in the code at ``tree`` (the pinned commit's, or the checkout's)."""
+    code = "import methods; print('\\n'.join(methods.available()))"
+    env = {**os.environ, "PYTHONPATH": str(tree)}
+    out = subprocess.run([sys.executable, "-c", code], cwd=tree, env=env, check=True, capture_output=True, text=True)
+    return out.stdout.split()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="attention-suite board", description=__doc__.split("\n\n")[1])
+    parser.add_argument("board", help=f"a board file's path, or one of the project's boards: {', '.join(names())}")
+    parser.add_argument("overrides", nargs="*", help="overrides for every multirun (one for a key the board sets "
+                        "replaces the board's), e.g. hydra.launcher.n_jobs=1")
+    parser.add_argument("--results", type=Path, default=None,
+                        help="records go here (default: results/ of the checkout, or of this folder)")
+    parser.add_argument("--commit", default=os.environ.get("BOARD_COMMIT"),
+                        help="start a pinned board at this commit (default: the pin's, else HEAD)")
+    parser.add_argument("--dry-run", action="store_true", help="print the multiruns, run nothing")
+    args = parser.parse_intermixed_args(argv)
+    tree, env = None, dict(os.environ)  # an unpinned board runs the suite this Python imports, here
+    try:
+        board = load(args.board)
+        if board.pinned and not args.dry_run:
+            try:
+                repo = Path(git(Path.cwd(), "rev-parse", "--show-toplevel"))
+            except (subprocess.CalledProcessError, FileNotFoundError) as exc:
+                raise BoardError(f"board {board.name} is pinned to a commit: run it in a git checkout of the "
+                                 "suite") from exc
+            results = (args.results or repo / "results").resolve()
+            pin = results / PIN_FILE
+            commit = pinned_commit(repo, pin, args.commit)
+            pin.parent.mkdir(parents=True, exist_ok=True)
+            pin.write_text(commit + "\n")
+            tree = repo / ".cache" / "board" / commit
+            if not tree.is_dir():
+                git(repo, "worktree", "add", "--detach", str(tree), commit)
+            env["PYTHONPATH"] = str(tree)
+            registered = registered_in(tree)
+            print(f"board {board.name}: the board's code is commit {commit} (worktree {tree}); records go to "
+                  f"{results}", file=sys.stderr)
+        else:
+            import methods
+
+            results = (args.results or Path("results")).resolve()
+            registered = list(methods.available())
+        runs = [with_extra([*stage, f"results_dir={results}"], args.overrides) for stage in stages(board, registered)]
+    except BoardError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_USER_ERROR
+    worst = 0
+    for i, stage in enumerate(runs, 1):
+        print(f"board {board.name}: multirun {i}/{len(runs)}: python -m suite -m {' '.join(stage)}", file=sys.stderr,
+              flush=True)
+        if args.dry_run:
+            continue
+        code = subprocess.run([sys.executable, "-m", "suite", "-m", *stage], cwd=tree, env=env).returncode
+        if code in (EXIT_USER_ERROR, EXIT_INTERRUPTED):  # a mistake in the command, or stopped: so would the rest be
+            return code
+        worst = max(worst, code)  # a failed cell is said in its sweep's report; the board goes on
+    return worst
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,280 @@
+"""A board declared in one file (suite/boards/): what it expands to, that its cells are the configs of
+the board it replaced (so a board in progress resumes: the same config hashes, the same runs
+skipped), the methods it picks up, and the command's refusals."""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import subprocess
+import sys
+from functools import cache
+from pathlib import Path
+
+import pytest
+import yaml
+
+import methods
+from suite import board, records
+from suite.protocol import with_lr_and_seed
+from suite.run import with_method_version
+
+REPO = Path(__file__).resolve().parents[1]
+CONF = REPO / "suite" / "conf"
+PIN = REPO / "results" / board.PIN_FILE
+# The presets the CPU board file replaced, as scripts/board_cpu.sh ran them: each a multirun.
+OLD_CPU_PRESETS = ("experiment=leaderboard_cpu", "experiment=recall_state_cpu")
+
+
+def compose(conf: Path, overrides: list[str], hydra: bool = False) -> dict:
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_dir
+    from omegaconf import OmegaConf
+
+    with initialize_config_dir(config_dir=str(conf), version_base="1.3"):
+        cfg = hydra_compose("config", overrides=["data_dir=/nowhere", *overrides], return_hydra_config=hydra)
+    if hydra:
+        params = cfg.hydra.sweeper.params
+        return OmegaConf.to_container(params, resolve=False) if params else {}
+    return OmegaConf.to_container(cfg, resolve=True)
+
+
+def preset_jobs(conf: Path, preset: str) -> list[list[str]]:
+    """The jobs of an experiment preset's own sweep (hydra.sweeper.params)."""
+    swept = compose(conf, [preset], hydra=True)
+    return [[preset, *job] for job in board.jobs([f"{k}={v}" for k, v in swept.items()])]
+
+
+def canonical(config: dict) -> str:
+    return json.dumps({k: v for k, v in config.items() if k != "data_dir"}, sort_keys=True)
+
+
+@cache
+def pinned_conf(tmp: Path) -> Path | None:
+    """suite/conf as the CPU board's pinned commit has it (its presets, before the board file), or
+    None where this clone lacks that commit (a shallow clone: fetch-depth 0 has it)."""
+    commit = PIN.read_text().strip()
+    found = subprocess.run(["git", "-C", str(REPO), "cat-file", "-e", f"{commit}^{{commit}}"], capture_output=True)
+    if found.returncode != 0:
+        return None
+    archive = subprocess.run(["git", "-C", str(REPO), "archive", commit, "suite/conf"], check=True,
+                             capture_output=True).stdout
+    subprocess.run(["tar", "-x", "-C", str(tmp)], input=archive, check=True)
+    return tmp / "suite" / "conf"
+
+
+@cache
+def cpu_board_cells(conf: Path) -> list[dict]:
+    """Every cell of the CPU board file, composed by ``conf`` (every method the suite registers)."""
+    runs = board.stages(board.load("cpu"), methods.available())
+    return [compose(conf, job) for multirun in runs for job in board.jobs(multirun)]
+
+
+# -- the CPU board is the board it replaced ---------------------------------------------------------------
+
+def test_the_cpu_board_file_composes_the_cells_of_the_presets_it_replaced(tmp_path_factory):
+    """Every cell of the CPU board file composes the config (so the config hash and the cell key) that
+    the pinned board's presets composed: a board in progress goes on from its records, rerunning none.
+    Checked under the pinned commit's configs, which the board's runs compose, and today's."""
+    old_conf = pinned_conf(tmp_path_factory.mktemp("pinned"))
+    if old_conf is None:
+        pytest.skip(f"this clone lacks the board's pinned commit {PIN.read_text().strip()} (a shallow clone)")
+    old = [compose(old_conf, job) for preset in OLD_CPU_PRESETS for job in preset_jobs(old_conf, preset)]
+    old_cells = {canonical(c) for c in old}
+    assert len(old_cells) == 7 * 4 + 15  # every method at four points; 15 smaller states
+    for conf in (old_conf, CONF):
+        new = copy.deepcopy(cpu_board_cells(conf))
+        assert len(new) == len({canonical(c) for c in new}), "a cell runs once"
+        assert {canonical(c) for c in new} == old_cells
+        assert ({records.config_hash(c, "cpu") for c in new} == {records.config_hash(c, "cpu") for c in old})
+        assert {records.cell_key(c) for c in new} == {records.cell_key(c) for c in old}
+
+
+def test_every_record_of_the_pinned_board_is_a_cell_of_the_board_file():
+    """Each committed record of the CPU board is one of the file's cells at its rate and seed: the
+    board command finds it by its config hash and skips it. (Needs no history: the records carry
+    their configs.)"""
+    pinned = PIN.read_text().strip()
+    versioned = [with_method_version(copy.deepcopy(c), methods.get(c["method"]["name"]).version)
+                 for c in cpu_board_cells(CONF)]
+    cells = {records.cell_key(c): c for c in versioned}  # as suite.run hashes them: with the method's version
+    checked = 0
+    for path, record in records.iter_records(REPO / "results" / "train"):
+        if record["env"].get("git_commit") != pinned:
+            continue
+        config = record["config"]
+        cell = cells.get(records.cell_key(config))
+        assert cell is not None, f"{path}: not a cell of suite/boards/cpu.yaml"
+        ran = with_lr_and_seed(cell, config["budget"]["lr"], config["seed"])
+        assert records.config_hash(ran, record["env"].get("device", "cpu")) == records.record_config_hash(record), path
+        checked += 1
+    assert checked >= 80
+
+
+# -- what a board file expands to --------------------------------------------------------------------------
+
+def write_board(tmp_path: Path, **keys) -> Path:
+    base = {"points": ["p1", "p2"], "state_point": "p1", "budget": "cpu",
+            "protocol": {"name": "lr_sweep", "lrs": [1.0e-3, 3.0e-3], "seeds": [0, 1], "bracket": 0}}
+    path = tmp_path / "mine.yaml"
+    path.write_text(yaml.safe_dump({**base, **keys}))
+    return path
+
+
+def test_a_board_runs_every_registered_method_by_default_an_outside_one_too(tmp_path):
+    spec = board.load(write_board(tmp_path, first=["b"], state_axes={"a": {"method.options.k": [1, 2]}}))
+    runs = board.stages(spec, ("a", "b", "outside"))
+    assert runs[0][-2:] == ["point=p1", "method=b,a,outside"]  # `first` ahead, then the registry's order
+    assert runs[1][-3:] == ["point=p1", "method=a", "method.options.k=1,2"]  # a state axis at the state point
+    assert runs[2][-2:] == ["point=p2", "method=b,a,outside"]  # then the other points
+    assert len(runs) == 3  # a method without a state axis runs at its default state only
+    assert "protocol.lrs=[0.001,0.003]" in runs[0] and "protocol.seeds=[0,1]" in runs[0]
+
+
+def test_a_board_may_list_or_exclude_methods(tmp_path):
+    listed = board.load(write_board(tmp_path, methods=["b", "a"]))
+    assert board.stages(listed, ("a", "b", "c"))[0][-1] == "method=b,a"
+    excluded = board.load(write_board(tmp_path, exclude=["b"]))
+    assert board.stages(excluded, ("a", "b", "c"))[0][-1] == "method=a,c"
+
+
+def test_a_single_protocol_board_sweeps_its_seeds():
+    (first, *_) = board.stages(board.load("gpu"), methods.available())
+    assert "protocol=single" in first and "seed=0,1,2" in first
+    assert first[-2] == "experiment=lra_listops,lra_text,lra_retrieval,lra_image,lra_pathfinder,lra_pathx"
+
+
+def test_the_gpu_board_file_composes_the_jobs_of_the_preset_it_replaced(tmp_path_factory):
+    old_conf = pinned_conf(tmp_path_factory.mktemp("pinned"))
+    if old_conf is None:
+        pytest.skip(f"this clone lacks the board's pinned commit {PIN.read_text().strip()} (a shallow clone)")
+    # Each job of the preset's sweep composed its LRA preset in place of leaderboard_gpu. The seeds
+    # change the seed alone: they are compared as the sweeps' values, the jobs at seed 0.
+    old_jobs = [job[1:] for job in preset_jobs(old_conf, "experiment=leaderboard_gpu")]
+    (multirun,) = board.stages(board.load("gpu"), methods.available())
+    new_jobs = board.jobs(multirun)
+    for found in (old_jobs, new_jobs):
+        assert sorted(o for job in found for o in job if o.startswith("seed=")) == sorted(
+            f"seed={s}" for s in (0, 1, 2) for _ in range(len(found) // 3))
+    old = {canonical(compose(old_conf, job)) for job in old_jobs if "seed=0" in job}
+    assert len(old) == 7 * 6
+    assert {canonical(compose(CONF, job)) for job in new_jobs if "seed=0" in job} == old
+
+
+def test_a_command_line_override_replaces_the_boards_own():
+    stage = ["budget=cpu", "seed=0,1,2", "cpu_threads=1"]
+    assert board.with_extra(stage, ["seed=0", "hydra.launcher.n_jobs=1"]) == [
+        "budget=cpu", "cpu_threads=1", "seed=0", "hydra.launcher.n_jobs=1"]
+
+
+@pytest.mark.parametrize(("keys", "said"), [
+    ({"colour": "red"}, "unknown key(s) colour; valid keys: points, budget, protocol"),
+    ({"state_point": "p9"}, "state_point='p9' is not one of its points: p1, p2"),
+    ({"state_axes": {"a": {"x": 1}}}, "state_axes.a={'x': 1}: expected one key and its values"),
+])
+def test_a_bad_board_file_is_refused_in_one_line(tmp_path, keys, said):
+    with pytest.raises(board.BoardError, match=None) as caught:
+        board.load(write_board(tmp_path, **keys))
+    assert said in str(caught.value) and "\n" not in str(caught.value)
+
+
+def test_a_method_the_registry_lacks_is_refused_naming_the_registered_ones(tmp_path):
+    spec = board.load(write_board(tmp_path, exclude=["nope"]))
+    with pytest.raises(board.BoardError, match="unknown method.s. nope; registered methods: a, b"):
+        board.stages(spec, ("a", "b"))
+
+
+def test_the_board_command_refuses_an_unknown_board_and_prints_a_dry_run():
+    def command(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "suite", "board", *args], cwd=REPO, capture_output=True,
+                              text=True, env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"})
+
+    unknown = command("cpux")
+    assert unknown.returncode == 2 and "unknown board 'cpux'; valid boards: cpu, gpu" in unknown.stderr
+    dry = command("cpu", "--dry-run", "hydra.launcher.n_jobs=1")
+    assert dry.returncode == 0, dry.stderr
+    lines = [line for line in dry.stderr.splitlines() if "multirun" in line]
+    assert len(lines) == 7 and all(line.endswith("hydra.launcher.n_jobs=1") for line in lines)
+    assert "point=cpu_mqar_64x16 method=softmax,linear,sliding_window,loglinear,hedgehog,taylor,favor" in lines[0]
+
+
+def test_a_board_file_runs_its_multiruns_and_resumes(tmp_path, data_dir):
+    """A small unpinned board end to end: its multiruns run (the state axis too), and a rerun skips
+    every run that has an ok record."""
+    path = write_board(tmp_path, points=["mqar"], state_point="mqar", point_group="task", budget="smoke",
+                       protocol={"name": "single", "seeds": [0]}, methods=["softmax", "sliding_window"],
+                       state_axes={"sliding_window": {"method.options.window": [8]}})
+    results = tmp_path / "results"
+    env = {**os.environ, "SUITE_DATA_DIR": str(data_dir), "SUITE_HYDRA_DIR": str(tmp_path / "hydra")}
+
+    def command() -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "suite", "board", str(path), "--results", str(results)],
+                              cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+
+    first = command()
+    assert first.returncode == 0, first.stderr[-2000:]
+    ran = [(r["method"]["name"], r["config"]["method"]["options"].get("window"))
+           for _, r in records.iter_records(results)]
+    assert sorted(ran, key=str) == sorted([("softmax", None), ("sliding_window", 64), ("sliding_window", 8)], key=str)
+    again = command()
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert again.stdout.count("skipped: an ok record of this run already exists") == 3
+    assert len(list(results.rglob("*.json"))) == 3
+
+
+# -- the site reads the board files' families ----------------------------------------------------------
+
+def test_the_sites_families_and_recall_figures_are_the_board_files():
+    from suite.site import board as site_board
+    from suite.site import figures
+
+    declared = {name: f for spec in board.names() for name, f in board.load(spec).families.items()}
+    assert {f.name: (list(f.tasks), f.title) for f in site_board.FAMILIES} == {
+        name: (f["tasks"], f["title"]) for name, f in declared.items()}
+    assert [f.tasks for f in figures.RECALL_FAMILIES] == [("mqar",)]  # cpu.yaml: recall, figures: recall
+
+
+def test_a_family_a_board_file_declares_gets_the_recall_figures_under_its_label(tmp_path, monkeypatch):
+    from suite.site import board as site_board
+    from suite.site import figures
+    from suite.site.runs import load_runs
+    from tests.test_site_board import mqar_board
+
+    for r in mqar_board(["softmax", "linear"]):
+        records.write_record({**r, "task": {**r["task"], "name": "recall_x"},
+                              "config": {**r["config"], "task": {**r["config"]["task"], "name": "recall_x"}}},
+                             tmp_path)
+    rows = site_board.board_rows(load_runs(tmp_path)[0])
+    columns = site_board.board_columns(rows)
+    assert not any("vs key-value pairs" in f.title for f in figures.board_figures(rows, columns))  # no board's
+    family = site_board.Family("associative", ("recall_x",), "Associative recall", "RX", "recall")
+    monkeypatch.setattr(site_board, "FAMILIES", (family,))
+    monkeypatch.setattr(figures, "RECALL_FAMILIES", (family,))
+    titles = [f.title for f in figures.board_figures(rows, columns)]
+    assert any(t.startswith("RX: test acc vs key-value pairs") for t in titles), titles
+    assert {site_board.family_of(c) for c in columns} == {"associative"}
+
+
+def test_a_pinned_board_runs_at_its_pin_else_a_clean_head(tmp_path):
+    def git(*args: str) -> str:
+        return subprocess.run(["git", "-C", str(tmp_path), *args], check=True, capture_output=True,
+                              text=True).stdout.strip()
+
+    git("init", "-q")
+    (tmp_path / "f").write_text("1")
+    git("add", "f")
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "one")
+    head = git("rev-parse", "HEAD")
+    pin = tmp_path / "results" / board.PIN_FILE
+    assert board.pinned_commit(tmp_path, pin, None) == head  # no pin yet: the clean checkout's HEAD
+    (tmp_path / "f").write_text("2")
+    with pytest.raises(board.BoardError, match="uncommitted changes"):
+        board.pinned_commit(tmp_path, pin, None)
+    pin.parent.mkdir(parents=True)
+    pin.write_text("0" * 40 + "\n")
+    assert board.pinned_commit(tmp_path, pin, None) == "0" * 40  # the pin, whatever the checkout holds
+    with pytest.raises(board.BoardError, match=f"holds a board from commit {'0' * 40}; remove its records"):
+        board.pinned_commit(tmp_path, pin, head)
+    with pytest.raises(board.BoardError, match="--commit 'nope' names no commit"):
+        board.pinned_commit(tmp_path, pin, "nope")
