@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from omegaconf import OmegaConf
 
 from suite import config as schema
+from suite.__main__ import group_choices
 from suite import records
 from suite.errors import ConfigError
 
@@ -22,7 +23,8 @@ CONF = REPO / "conf"
 
 
 def choices(group: str) -> list[str]:
-    return sorted(p.stem for p in (CONF / group).glob("*.yaml"))
+    """A group's shipped choices, as Hydra finds them (the method group's are made from the classes)."""
+    return group_choices(group)
 
 
 @cache
