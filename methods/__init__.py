@@ -16,10 +16,11 @@ from __future__ import annotations
 import importlib
 import importlib.metadata
 import pkgutil
+import types
 
 from methods._featuremap.module import FeatureMapAttention
 from methods.base import AttentionMethod, MethodError
-from methods.registry import REGISTRY, qualified, register
+from methods.registry import REGISTRY, register
 
 # The exact method every approximation is compared with (fidelity, kernel crossovers, the capture model).
 REFERENCE = "softmax"
@@ -54,13 +55,14 @@ def load_entry_point(entry: importlib.metadata.EntryPoint) -> None:
         loaded = entry.load()
     except Exception as err:  # whatever the outside package raises while importing: said in one line
         raise MethodError(f"cannot load the {where}: {type(err).__name__}: {err}") from err
-    if isinstance(loaded, type):
-        if not issubclass(loaded, AttentionMethod):
-            raise MethodError(f"the {where} names {qualified(loaded)}, not a subclass of methods.AttentionMethod")
-        try:
-            register(loaded)
-        except MethodError as err:
-            raise MethodError(f"the {where}: {err}") from err
+    if isinstance(loaded, types.ModuleType):
+        return  # its import registered its methods
+    if not (isinstance(loaded, type) and issubclass(loaded, AttentionMethod)):
+        raise MethodError(f"the {where} names {loaded!r}, neither a module nor a subclass of methods.AttentionMethod")
+    try:
+        register(loaded)
+    except MethodError as err:
+        raise MethodError(f"the {where}: {err}") from err
 
 
 def available() -> tuple[str, ...]:

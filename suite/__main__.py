@@ -63,15 +63,17 @@ def parsed_overrides(argv: list[str]) -> list:
     return [] if args.shell_completion else OverridesParser.create().parse_overrides(args.overrides)
 
 
-def choices_of(override) -> list[str]:
-    """The choices an override names: one, or each of a sweep's (``a,b``); none for a glob or range."""
+def choices_of(override, escaped: bool = False) -> list[str]:
+    """The choices an override names: one, or each of a sweep's (``a,b``); none for a glob or range.
+    ``escaped``: a sweep's as Hydra's grammar writes them in an override (``my_pkg.attn\\:MyAttention``)."""
     from hydra.core.override_parser.types import ChoiceSweep
 
     value = override.value()
     if isinstance(value, str):
         return [value]
     if isinstance(value, ChoiceSweep):
-        return list(override.sweep_string_iterator())
+        texts = list(override.sweep_string_iterator())
+        return texts if escaped else [v if isinstance(v, str) else text for v, text in zip(value.list, texts)]
     return []
 
 
@@ -127,7 +129,8 @@ def check_group_choices(argv: list[str]) -> str | None:
             if choice not in valid:
                 from suite.config import unknown_choice
 
-                return unknown_choice(group, choice, valid, f"valid {group}s")
+                outside = "; or a class by its import path, method=my_pkg.attn:MyAttention" if group == "method" else ""
+                return unknown_choice(group, choice, valid, f"valid {group}s") + outside
             if group == "hydra/launcher":
                 missing = missing_launcher_plugin(choice)
                 if missing:
@@ -220,7 +223,8 @@ def unknown_key_on_command_line(key: str, argv: list[str]) -> str:
     searchpath = searchpath_of(overrides)
     groups = [o for o in overrides if is_group(o.key_or_group, searchpath) and not o.is_delete()]
     fixed = [o.input_line for o in groups if not o.is_sweep_override()]
-    swept = [[f"{o.get_key_element()}={c}" for c in choices_of(o)] for o in groups if o.is_sweep_override()]
+    swept = [[f"{o.get_key_element()}={c}" for c in choices_of(o, escaped=True)] for o in groups
+             if o.is_sweep_override()]
     known: list[str] = []
     for combination in itertools.product(*swept):
         try:

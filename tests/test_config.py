@@ -14,8 +14,8 @@ from hypothesis import strategies as st
 from omegaconf import OmegaConf
 
 from suite import config as schema
-from suite.__main__ import group_choices
 from suite import records
+from suite.__main__ import group_choices
 from suite.errors import ConfigError
 
 REPO = Path(__file__).resolve().parent.parent
