@@ -159,6 +159,7 @@ def test_help_is_the_projects_own_with_every_group_and_its_choices(tmp_path, dat
         for choice in (p.stem for p in folder.glob("*.yaml")):
             assert choice in text, (group, choice)
     assert "[favor]" in listing["method"] and "[softmax]" not in listing["method"]  # this command's choice
+    assert all(name in listing["method"] for name in methods.available())  # the method group: from the classes
     assert not any(name in listing for name in (*internal, "hydra/sweeper", "hydra/job_logging", "hydra/help"))
     examples = text.split("Examples:")[1].split("\n\n")[0].strip().splitlines()
     assert len(examples) == 3 and all(line.strip().startswith("python -m suite ") for line in examples)
