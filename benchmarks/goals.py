@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import methods
 from suite import scaling
-from suite.__main__ import CONF_DIR as CONF
 
 GOAL_LENGTH = 8192
 LENGTHS = (2048, 4096, 8192)
@@ -24,10 +23,10 @@ MATMUL_GOAL = 0.5
 
 
 def method_options(name: str) -> dict:
-    """The options the suite runs ``name`` with (conf/method/<name>.yaml), e.g. taylor's feature_dim 16."""
-    import yaml
+    """The options the suite runs ``name`` with (its config, made from its class), e.g. taylor's feature_dim 16."""
+    from suite.groups import method_config
 
-    return dict(yaml.safe_load((CONF / "method" / f"{name}.yaml").read_text())["options"] or {})
+    return method_config(methods.get(name))["options"]
 
 
 def build(name: str, head_dim: int, impl: str | None = None):

@@ -63,8 +63,12 @@ class AttentionMethod(nn.Module):
     impls: ClassVar[tuple[str, ...]]
     #: What ``impl="auto"`` picks on the CPU; on CUDA it picks "triton" when the method has one.
     cpu_default: ClassVar[str]
-    #: Every option the method takes, with its default; any other option is refused.
+    #: Every option the method takes, with its default; any other option is refused. In this order,
+    #: with ``run_defaults`` applied, they are the options of the method's config (``method=<name>``).
     method_options: ClassVar[dict[str, Any]] = {}
+    #: The options a run of the suite uses where they differ from the method's own defaults (a comment
+    #: says why); the config's defaults are ``method_options`` with these (suite/groups.py).
+    run_defaults: ClassVar[dict[str, Any]] = {}
     #: Raised when a change of the method alters what an unchanged config computes: runs of an
     #: earlier version then count as another configuration (their config hash differs).
     version: ClassVar[int] = 1

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from methods.base import MethodError
+
 REGISTRY: dict[str, type] = {}
 
 
@@ -9,6 +11,11 @@ def register(cls: type) -> type:
     """Class decorator: make ``cls`` buildable under ``cls.name``."""
     name = cls.name
     if name in REGISTRY and REGISTRY[name] is not cls:
-        raise RuntimeError(f"method {name!r} registered twice ({REGISTRY[name]} and {cls})")
+        raise MethodError(f"method {name!r} registered twice: {qualified(REGISTRY[name])} and {qualified(cls)}")
     REGISTRY[name] = cls
     return cls
+
+
+def qualified(cls: type) -> str:
+    """``cls`` as the import path that names it: ``module:Class`` (what ``method=`` takes)."""
+    return f"{cls.__module__}:{cls.__qualname__}"

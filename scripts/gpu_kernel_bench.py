@@ -59,8 +59,11 @@ def grids() -> dict:
 
 
 def method_block(name: str) -> dict:
-    """conf/method/<name>.yaml: the method as the suite runs it."""
-    return load_yaml(CONF_DIR / "method" / f"{name}.yaml")
+    """The method's config as the suite runs it (made from its class: suite/groups.py)."""
+    import methods
+    from suite.groups import method_config
+
+    return method_config(methods.get(name))
 
 
 def flash_only(device: str):

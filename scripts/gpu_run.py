@@ -98,6 +98,8 @@ def train_config(method: str, device: str, dry_run: bool, results_dir: Path, dat
     from hydra import compose, initialize_config_dir
     from omegaconf import OmegaConf
 
+    from suite.groups import store
+
     overrides = [f"method={method}", f"device={device}", f"results_dir={results_dir}", f"data_dir={data_dir}",
                  "logger=none", "protocol=single", "force=true", "resume=false"]
     if dry_run:
@@ -105,6 +107,7 @@ def train_config(method: str, device: str, dry_run: bool, results_dir: Path, dat
     else:
         overrides += ["point=cpu_mqar_64x4", f"budget.max_steps={TRAIN_STEPS}", "budget.eval_every=100",
                       "budget.warmup_steps=40", "budget.checkpoint_every=null", "budget.target_val_accuracy=null"]
+    store()  # the method group is made from the classes
     with initialize_config_dir(config_dir=str(REPO / "conf"), version_base="1.3"):
         return OmegaConf.to_container(compose("config", overrides=overrides), resolve=True)
 

@@ -85,6 +85,9 @@ def board_config(extra: list[str]) -> dict:
     from hydra import compose, initialize_config_dir
     from omegaconf import OmegaConf
 
+    from suite.groups import store
+
+    store()  # the method group is made from the classes
     with initialize_config_dir(str(REPO / "suite" / "conf"), version_base=None):
         return OmegaConf.to_container(compose("config", overrides=[f"point={POINT}", *extra]), resolve=True)
 

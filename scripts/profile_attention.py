@@ -42,15 +42,20 @@ SLOPE_FLAG = 1.1
 TOP_OPS = 10
 
 
-def conf_dir(tree: Path) -> Path:
-    # Newer versions may move conf/ under suite/ (conf/ a symlink or gone); take the first that exists.
+def conf_dir(tree: Path) -> Path | None:
+    """conf/method of an older tree (conf/ or suite/conf/); None for a tree whose method configs
+    come from the classes (suite/groups.py)."""
     for candidate in (tree / "conf", tree / "suite" / "conf"):
         if (candidate / "method").is_dir():
             return candidate
-    raise SystemExit(f"no conf/method under {tree} or {tree}/suite")
+    return None
 
 
-def method_options(conf: Path, name: str) -> dict:
+def method_options(conf: Path | None, name: str) -> dict:
+    if conf is None:
+        from suite.groups import method_config
+
+        return method_config(methods.get(name))["options"]
     return dict(yaml.safe_load((conf / "method" / f"{name}.yaml").read_text()).get("options") or {})
 
 
@@ -176,7 +181,7 @@ def main() -> None:
     repeats, train_warmup, train_repeats = (2, 1, 2) if args.quick else (5, 2, 10)
     result = {"tree": str(tree), **git_state(tree), "torch": torch.__version__, "threads": torch.get_num_threads(),
               "python": platform.python_version(), "machine": platform.processor() or platform.machine(),
-              "quick": args.quick, "conf": str(conf)}
+              "quick": args.quick, "conf": str(conf or "the method classes (suite/groups.py)")}
 
     result["profile"] = {"shape": SHAPE, "causal": True, "lengths": lengths, "repeats": repeats, "methods": {}}
     for name in ("softmax", "linear", "favor", "taylor", "loglinear"):

@@ -181,6 +181,9 @@ def _compose(overrides: list[str], hydra: bool = False) -> dict:
     from hydra import compose, initialize_config_dir
     from omegaconf import OmegaConf
 
+    from suite.groups import store
+
+    store()  # the method group is made from the classes
     with initialize_config_dir(config_dir=str(REPO / "conf"), version_base="1.3"):
         cfg = compose("config", overrides=["data_dir=/nowhere", *overrides], return_hydra_config=hydra)
     if hydra:

@@ -2,8 +2,10 @@
 ``python -m suite validate [--submission] PATH...`` checks records instead (suite/validate.py);
 ``python -m suite board cpu`` runs a board file's multiruns (suite/board.py).
 
-Config groups live in conf/ (see conf/config.yaml). Hydra parses the command line and composes the
-config, once; its own flags (``--cfg job``, ``--info``, ``-sc install=bash``, ``-m``) are its own.
+Config groups live in conf/ (see conf/config.yaml), but for the method group, made from the method
+classes (suite/groups.py); ``method=my_pkg.attn:MyAttention`` names a class by its import path, and
+``hydra.searchpath=[file://...]`` adds folders of configs. Hydra parses the command line and composes
+the config, once; its own flags (``--cfg job``, ``--info``, ``-sc install=bash``, ``-m``) are its own.
 Group choices are looked up in Hydra's config repository before anything runs (a sweep's too, and
 the optional groups Hydra would skip in silence); a mistake Hydra meets while composing (a
 misspelled key) is said in one line with the key meant; then the schema (suite.config) checks the
@@ -33,17 +35,22 @@ EXIT_INTERRUPTED = 130  # the shell's code for a process ended by Ctrl-C
 
 
 @cache
-def config_loader():
-    """Hydra's loader over conf/ and the installed plugins' configs (e.g. hydra/launcher=joblib)."""
+def config_loader(searchpath: tuple[str, ...] = ()):
+    """Hydra's loader over conf/, the installed plugins' configs (e.g. hydra/launcher=joblib), the
+    groups made from code (suite.groups: ConfigStore) and the folders a command adds with
+    ``hydra.searchpath=[...]``, placed where Hydra's own loader places them (before ConfigStore's)."""
     from hydra._internal.config_loader_impl import ConfigLoaderImpl
     from hydra._internal.utils import create_config_search_path
 
-    return ConfigLoaderImpl(config_search_path=create_config_search_path(str(CONF_DIR)))
+    search_path = create_config_search_path(str(CONF_DIR))
+    for path in searchpath:
+        search_path.prepend("hydra.searchpath in command-line", path, anchor="schema")
+    return ConfigLoaderImpl(config_search_path=search_path)
 
 
-def group_choices(group: str) -> list[str]:
+def group_choices(group: str, searchpath: tuple[str, ...] = ()) -> list[str]:
     """The options of a config group, as Hydra finds them."""
-    return sorted(config_loader().get_group_options(group))
+    return sorted(config_loader(searchpath).get_group_options(group))
 
 
 def parsed_overrides(argv: list[str]) -> list:
@@ -56,26 +63,46 @@ def parsed_overrides(argv: list[str]) -> list:
     return [] if args.shell_completion else OverridesParser.create().parse_overrides(args.overrides)
 
 
-def choices_of(override) -> list[str]:
-    """The choices an override names: one, or each of a sweep's (``a,b``); none for a glob or range."""
+def choices_of(override, escaped: bool = False) -> list[str]:
+    """The choices an override names: one, or each of a sweep's (``a,b``); none for a glob or range.
+    ``escaped``: a sweep's as Hydra's grammar writes them in an override (``my_pkg.attn\\:MyAttention``)."""
     from hydra.core.override_parser.types import ChoiceSweep
 
     value = override.value()
     if isinstance(value, str):
         return [value]
     if isinstance(value, ChoiceSweep):
-        return list(override.sweep_string_iterator())
+        texts = list(override.sweep_string_iterator())
+        return texts if escaped else [v if isinstance(v, str) else text for v, text in zip(value.list, texts)]
     return []
 
 
-def is_group(name: str) -> bool:
-    return config_loader().repository.group_exists(name)
+def is_group(name: str, searchpath: tuple[str, ...] = ()) -> bool:
+    return config_loader(searchpath).repository.group_exists(name)
+
+
+def searchpath_of(overrides: list) -> tuple[str, ...]:
+    """The folders ``hydra.searchpath=[...]`` adds (Hydra refuses any other form itself)."""
+    for override in overrides:
+        if override.get_key_element() == "hydra.searchpath" and isinstance(override.value(), list):
+            return tuple(str(path) for path in override.value())
+    return ()
+
+
+def import_paths(argv: list[str]) -> list[str]:
+    """The methods a command names by import path (``method=my_pkg.attn:MyAttention``, a sweep's too)."""
+    return [choice for override in parsed_overrides(argv) if override.key_or_group == "method"
+            for choice in choices_of(override) if ":" in choice]
 
 
 def check_group_choices(argv: list[str]) -> str | None:
     """A one-line message for the first unknown group choice on the command line (or an override
-    Hydra cannot parse), else None."""
+    Hydra cannot parse, or a method that cannot be imported), else None. Stores the groups made from
+    code first (suite.groups), the methods the command names by import path too."""
     from hydra.errors import OverrideParseException
+
+    from suite.errors import USER_ERRORS
+    from suite.groups import store, store_spec
 
     try:
         overrides = parsed_overrides(argv)
@@ -83,19 +110,27 @@ def check_group_choices(argv: list[str]) -> str | None:
         reason = str(exc).splitlines()[0]
         return (f"cannot parse the override {exc.override!r}: {reason} "
                 f"(Hydra's override grammar: https://hydra.cc/docs/advanced/override_grammar/basic/)")
+    try:
+        store()
+        for spec in import_paths(argv):
+            store_spec(spec)
+    except USER_ERRORS as exc:  # a broken entry point, a method path that imports no method
+        return str(exc)
+    searchpath = searchpath_of(overrides)
     for override in overrides:
         group = override.key_or_group
         problem = None if group.split(".")[0] == "hydra" else key_problem(override)  # Hydra's own are not recorded
         if problem:
             return problem
-        if override.is_delete() or override.package is not None or not is_group(group):
+        if override.is_delete() or override.package is not None or not is_group(group, searchpath):
             continue
-        valid = group_choices(group)
+        valid = group_choices(group, searchpath)
         for choice in choices_of(override):
             if choice not in valid:
                 from suite.config import unknown_choice
 
-                return unknown_choice(group, choice, valid, f"valid {group}s")
+                outside = "; or a class by its import path, method=my_pkg.attn:MyAttention" if group == "method" else ""
+                return unknown_choice(group, choice, valid, f"valid {group}s") + outside
             if group == "hydra/launcher":
                 missing = missing_launcher_plugin(choice)
                 if missing:
@@ -184,13 +219,16 @@ def unknown_key_on_command_line(key: str, argv: list[str]) -> str:
 
     from suite.config import unknown_key
 
-    groups = [o for o in parsed_overrides(argv) if is_group(o.key_or_group) and not o.is_delete()]
+    overrides = parsed_overrides(argv)
+    searchpath = searchpath_of(overrides)
+    groups = [o for o in overrides if is_group(o.key_or_group, searchpath) and not o.is_delete()]
     fixed = [o.input_line for o in groups if not o.is_sweep_override()]
-    swept = [[f"{o.get_key_element()}={c}" for c in choices_of(o)] for o in groups if o.is_sweep_override()]
+    swept = [[f"{o.get_key_element()}={c}" for c in choices_of(o, escaped=True)] for o in groups
+             if o.is_sweep_override()]
     known: list[str] = []
     for combination in itertools.product(*swept):
         try:
-            cfg = config_loader().load_configuration(CONFIG_NAME, [*fixed, *combination], RunMode.RUN)
+            cfg = config_loader(searchpath).load_configuration(CONFIG_NAME, [*fixed, *combination], RunMode.RUN)
         except Exception:  # another mistake in this combination: no keys to suggest from
             continue
         known = dotted_keys(OmegaConf.to_container(cfg, resolve=False))
@@ -223,10 +261,11 @@ def help_groups(*, _root_) -> str:
     conf/config.yaml's hydra.help.template); internal groups and Hydra's own are left out, but for
     the launchers."""
     choices = _root_.hydra.runtime.choices
-    groups = [g for g in config_loader().list_groups("") if g not in (*INTERNAL_GROUPS, "hydra")]
+    searchpath = tuple(_root_.hydra.searchpath)
+    groups = [g for g in config_loader(searchpath).list_groups("") if g not in (*INTERNAL_GROUPS, "hydra")]
     lines = []
     for group in [*groups, "hydra/launcher"]:
-        items = ", ".join(f"[{c}]" if c == choices.get(group) else c for c in group_choices(group))
+        items = ", ".join(f"[{c}]" if c == choices.get(group) else c for c in group_choices(group, searchpath))
         lines += textwrap.wrap(f"{group}: {items}", width=100, initial_indent="  ", subsequent_indent="      ")
     return "\n".join(lines).replace("$", "$$")  # the template is a string.Template next
 
@@ -260,6 +299,7 @@ def main() -> None:
     if problem:
         print(f"error: {problem}", file=sys.stderr)
         sys.exit(EXIT_USER_ERROR)
+    specs = import_paths(argv)  # imported again by each job: a launcher's worker process has not yet
     from hydra._internal.utils import get_args_parser
 
     args = get_args_parser().parse_args(argv)
@@ -272,9 +312,12 @@ def main() -> None:
         from hydra.core.hydra_config import HydraConfig
         from hydra.types import RunMode
 
+        import methods
         from suite.protocol import run_protocol
         from suite.sweep import note
 
+        for spec in specs:
+            methods.resolve(spec)
         config = OmegaConf.to_container(cfg, resolve=True)
         sweeping = HydraConfig.get().mode == RunMode.MULTIRUN
         try:

@@ -7,32 +7,36 @@ no API key, token or user name can leak through it.
 from __future__ import annotations
 
 import importlib.metadata
+import json
 import platform
 import subprocess
 import sys
+import sysconfig
 from pathlib import Path
+from urllib.parse import unquote, urlparse
 
 import torch
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
 
-def _git(*args: str) -> str | None:
+def _git(*args: str, cwd: Path = REPO_ROOT) -> str | None:
     try:
         out = subprocess.run(
-            ["git", *args], cwd=REPO_ROOT, capture_output=True, text=True, timeout=10, check=True
+            ["git", *args], cwd=cwd, capture_output=True, text=True, timeout=10, check=True
         )
     except (OSError, subprocess.SubprocessError):
         return None
     return out.stdout.strip()
 
 
-def git_state() -> tuple[str | None, bool | None]:
-    """(commit, dirty) of the suite's own checkout; (None, None) outside a git checkout."""
-    commit = _git("rev-parse", "HEAD")
+def git_state(folder: Path = REPO_ROOT) -> tuple[str | None, bool | None]:
+    """(commit, dirty) of the checkout holding ``folder`` (the suite's own by default); (None, None)
+    outside a git checkout."""
+    commit = _git("rev-parse", "HEAD", cwd=folder)
     if commit is None:
         return None, None
-    status = _git("status", "--porcelain", "--untracked-files=no")
+    status = _git("status", "--porcelain", "--untracked-files=no", cwd=folder)
     return commit, bool(status)
 
 
@@ -81,13 +85,41 @@ def suite_version() -> str | None:
 
 
 def distribution_of(cls: type) -> dict:
-    """The installed distribution that ships ``cls`` (a method's class): its name and version, so
-    that a record names the code of a method that comes from a package other than this suite."""
-    top = cls.__module__.split(".")[0]
-    names = importlib.metadata.packages_distributions().get(top, [])
-    if not names:
-        return {"name": None, "version": None}
-    return {"name": names[0], "version": importlib.metadata.version(names[0])}
+    """Where the code of ``cls`` (a method's class) came from, so that a record names a method from
+    a package other than this suite: the installed distribution that ships its module (name and
+    version; None outside any), and the commit of its code: the one pip installed from a VCS URL
+    (``url``; direct_url.json's vcs_info), else that of the git checkout the module was imported
+    from (an editable install, a folder on the path; ``dirty``: with uncommitted changes), else that
+    of the local folder an installed copy was built from."""
+    found: dict = {"name": None, "version": None, "url": None, "commit": None, "dirty": None}
+    names = importlib.metadata.packages_distributions().get(cls.__module__.split(".")[0], [])
+    dist = importlib.metadata.distribution(names[0]) if names else None
+    direct = json.loads((dist.read_text("direct_url.json") if dist else None) or "{}")
+    if dist is not None:
+        found.update(name=dist.metadata["Name"], version=dist.version)
+    vcs = direct.get("vcs_info") or {}
+    if vcs.get("vcs") == "git" and vcs.get("commit_id"):
+        return {**found, "url": direct.get("url"), "commit": vcs["commit_id"]}
+    source = module_folder(cls)
+    if source is None or installed_copy(source):  # an installed copy: its source folder, if local
+        url = urlparse(direct.get("url", ""))
+        source = Path(unquote(url.path)) if "dir_info" in direct and url.scheme == "file" else None
+    if source is not None and source.is_dir():
+        found["commit"], found["dirty"] = git_state(source)
+    return found
+
+
+def module_folder(cls: type) -> Path | None:
+    """The folder of the file that defines ``cls`` (None for a class without one)."""
+    file = getattr(sys.modules.get(cls.__module__), "__file__", None)
+    return Path(file).resolve().parent if file else None
+
+
+def installed_copy(folder: Path) -> bool:
+    """Whether ``folder`` is inside this interpreter's site-packages (an installed copy, not a checkout)."""
+    paths = sysconfig.get_paths()
+    roots = {Path(paths[key]).resolve() for key in ("purelib", "platlib")}
+    return any(root == folder or root in folder.parents for root in roots)
 
 
 def hardware(device: torch.device) -> dict:

@@ -20,6 +20,7 @@ from pathlib import Path
 import torch
 
 import methods
+from methods.registry import qualified
 from suite import checkpoint, env, logger, modes, records
 from suite.config import validate
 from suite.errors import USER_ERRORS, ConfigError
@@ -142,7 +143,7 @@ def run(config: Mapping, resume: bool = True) -> tuple[Path, Outcome]:
             config_hash=config_hash,
             method={"name": method["name"], "impl": method["impl"], "params": dict(method["options"]),
                     "resolved": result.resolved, "version": method_class.version,
-                    "distribution": env.distribution_of(method_class),
+                    "import_path": qualified(method_class), "distribution": env.distribution_of(method_class),
                     "time_in_length": method_class.time_in_length},
             task=result.task,
             metrics=result.outcome.metrics,

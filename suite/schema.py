@@ -41,6 +41,8 @@ UNIT_TYPES: dict[str, Any] = {
 # A commit as git names it: hex digits (abbreviated or whole, SHA-1 or SHA-256). The run page prints
 # it into a shell command, so nothing else may stand there.
 COMMIT = r"^[0-9a-f]{4,64}$"
+# A class by its import path, ``my_pkg.attn:MyAttention``: the run page prints it into a command too.
+IMPORT_PATH = r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$"
 
 
 class RecordObject(BaseModel):
@@ -68,14 +70,21 @@ def metric_fields(metrics: tuple[Metric, ...], types: dict[str, Any] = UNIT_TYPE
 # -- the blocks every kind shares -------------------------------------------------------------------
 
 class Distribution(RecordObject):
-    """The installed package a method's code came from (attention-suite for the suite's own)."""
+    """The installed package a method's code came from (attention-suite for the suite's own), and
+    the commit of that code where it is known (suite.env.distribution_of); records written before
+    the commit was recorded have name and version only."""
 
     name: Optional[str] = None
     version: Optional[str] = None
+    url: Optional[str] = Field(None, description="the VCS URL pip installed it from")
+    commit: Optional[str] = Field(None, pattern=COMMIT, description="the commit of the method's code (hex)")
+    dirty: Optional[bool] = Field(None, description="the checkout it was imported from had uncommitted changes")
 
 
 class Method(RecordObject):
     name: str
+    import_path: Optional[str] = Field(None, pattern=IMPORT_PATH,
+                                       description="the method's class as method= names it: module:Class")
     version: Optional[int] = Field(None, description="the method's code version (part of the config hash)")
     distribution: Optional[Distribution] = Field(None, description="the package that ships the method")
     impl: Optional[str] = None

@@ -250,10 +250,15 @@ def declared_problems(path: Path, record: dict) -> list[Problem]:
     """The state bytes (train) and FLOPs (kernel) a record states, against the method's declaration."""
     import methods
 
-    name = record["method"]["name"]
+    name, import_path = record["method"]["name"], record["method"].get("import_path")
+    if name not in methods.available() and import_path:  # a method from outside the suite, installed here?
+        try:
+            methods.resolve(import_path)
+        except methods.MethodError:
+            pass
     if name not in methods.available():
         return [Problem(path, "method.name", f"{name!r} is not a method of this suite, so what it declares cannot "
-                        "be recomputed", f"one of {', '.join(methods.available())}")]
+                        "be recomputed", f"one of {', '.join(methods.available())}, or its package installed")]
     ran, current = record["method"].get("version", 1), methods.get(name).version
     if ran != current:  # what that version declared is in the code of the commit it names, not here
         return [Problem(path, "method.version", f"{name} version {ran!r} is not this suite's version {current}, so "

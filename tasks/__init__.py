@@ -2,12 +2,19 @@
 
 ``tasks.load(name, config, data_dir)`` returns :class:`tasks.base.TaskData`. ``config`` is the
 ``task`` group of the resolved Hydra config (a mapping); each loader reads the keys it declares.
+
+A family is a module with ``LOADERS`` (task name -> ``"module:function"``): the built-in ones below,
+and those installed distributions declare in the entry-point group ``attention_suite.tasks``
+(``my_family = "my_pkg.tasks"``). An outside family also declares its tasks' configs, ``CONFIGS``
+(task name -> the ``task`` group's config, as conf/task/<name>.yaml would hold it): they become
+choices of ``task=`` (suite/groups.py).
 """
 
 from __future__ import annotations
 
 import csv
 import importlib
+import importlib.metadata
 import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -21,22 +28,55 @@ csv.field_size_limit(sys.maxsize)
 # name -> "module:function", gathered from each family's ``LOADERS``; a task's module is imported
 # on use so its heavy dependencies load only when needed.
 FAMILIES = ("tasks.lra", "tasks.recall", "tasks.genomics")
+ENTRY_POINTS = "attention_suite.tasks"
 LOADERS: dict[str, str] = {}
+CONFIGS: dict[str, dict] = {}  # the outside families' task configs (the built-in ones are conf/task/*.yaml)
 for _family in FAMILIES:
     try:
         LOADERS.update(importlib.import_module(_family).LOADERS)
     except ModuleNotFoundError as exc:  # a family not written yet
         if exc.name != _family:
             raise
+_discovered = False
+
+
+def _discover() -> None:
+    """Add the families installed distributions declare (entry points); one TaskError naming the
+    distribution and the entry point for one that cannot be loaded."""
+    global _discovered
+    if _discovered:
+        return
+    for entry in importlib.metadata.entry_points(group=ENTRY_POINTS):
+        dist = getattr(entry.dist, "name", None) or "an unnamed distribution"
+        where = f"entry point {entry.name} = {entry.value!r} of {dist} (group {ENTRY_POINTS})"
+        try:
+            family = entry.load()
+            loaders, configs = dict(family.LOADERS), dict(getattr(family, "CONFIGS", {}))
+        except Exception as err:  # whatever the outside package raises while importing: said in one line
+            raise TaskError(f"cannot load the {where}: {type(err).__name__}: {err}") from err
+        taken = sorted(set(loaders) & set(LOADERS))
+        if taken:
+            raise TaskError(f"the {where} declares task(s) {', '.join(taken)}, which another family has")
+        LOADERS.update(loaders)
+        CONFIGS.update(configs)
+    _discovered = True
 
 
 def available() -> tuple[str, ...]:
     """The task names the harness can run."""
+    _discover()
     return tuple(LOADERS)
+
+
+def configs() -> dict[str, dict]:
+    """The task configs the outside families declare, by task name."""
+    _discover()
+    return dict(CONFIGS)
 
 
 def loader(name: str) -> Callable[[Mapping, Path], TaskData]:
     """The load function of task ``name``; a clear error listing the valid names otherwise."""
+    _discover()
     if name not in LOADERS:
         raise TaskError(f"unknown task {name!r}; valid tasks: {', '.join(available())}")
     module_name, func = LOADERS[name].split(":")

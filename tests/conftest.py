@@ -23,6 +23,12 @@ if int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")) > 1:
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
+from suite.groups import store
+
+# The config groups made from code (every method's config, from its class), stored once for every
+# test that composes the config (some do while collected), as ``python -m suite`` stores them.
+store()
+
 CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
 
 

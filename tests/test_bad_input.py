@@ -68,7 +68,7 @@ BAD_INPUT = [
                                "lra_image, "),
     # a choice close to a valid one gets the hint misspelled keys get, in a sweep's list too
     (("method=favour",), "unknown method 'favour'; did you mean 'favor'? valid methods: " + ", ".join(
-        sorted(path.stem for path in (Path(__file__).resolve().parents[1] / "conf" / "method").glob("*.yaml")))),
+        sorted(methods.available()))),
     (("-m", "method=softmax,favour"), "unknown method 'favour'; did you mean 'favor'? valid methods: favor, "),
     (("task=mqr",), "unknown task 'mqr'; did you mean 'mqar'? valid tasks: genomic_benchmarks, "),
     (("point=cpu_mqar_6x4",), "unknown point 'cpu_mqar_6x4'; did you mean 'cpu_mqar_64x4'? valid points: "),

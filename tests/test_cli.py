@@ -25,9 +25,10 @@ def cli(*args: str, data_dir: Path, cwd: Path) -> subprocess.CompletedProcess:
 
 
 def test_every_registered_method_and_task_has_a_config_and_back():
-    conf = REPO / "conf"
-    assert sorted(p.stem for p in (conf / "method").glob("*.yaml")) == sorted(methods.available())
-    assert sorted(p.stem for p in (conf / "task").glob("*.yaml")) == sorted(tasks.available())
+    from suite.__main__ import group_choices
+
+    assert group_choices("method") == sorted(methods.available())  # made from the classes (suite/groups.py)
+    assert sorted(p.stem for p in (REPO / "conf" / "task").glob("*.yaml")) == sorted(tasks.available())
 
 
 def test_smoke_run_writes_exactly_one_complete_record(tmp_path, data_dir):
@@ -158,6 +159,7 @@ def test_help_is_the_projects_own_with_every_group_and_its_choices(tmp_path, dat
         for choice in (p.stem for p in folder.glob("*.yaml")):
             assert choice in text, (group, choice)
     assert "[favor]" in listing["method"] and "[softmax]" not in listing["method"]  # this command's choice
+    assert all(name in listing["method"] for name in methods.available())  # the method group: from the classes
     assert not any(name in listing for name in (*internal, "hydra/sweeper", "hydra/job_logging", "hydra/help"))
     examples = text.split("Examples:")[1].split("\n\n")[0].strip().splitlines()
     assert len(examples) == 3 and all(line.strip().startswith("python -m suite ") for line in examples)

@@ -16,6 +16,7 @@ from omegaconf import OmegaConf
 import methods
 from suite import board, records
 from suite import config as schema
+from suite.__main__ import group_choices
 from suite.errors import ConfigError
 
 REPO = Path(__file__).resolve().parent.parent
@@ -23,7 +24,8 @@ CONF = REPO / "conf"
 
 
 def choices(group: str) -> list[str]:
-    return sorted(p.stem for p in (CONF / group).glob("*.yaml"))
+    """A group's shipped choices, as Hydra finds them (the method group's are made from the classes)."""
+    return group_choices(group)
 
 
 @cache

@@ -15,7 +15,6 @@ from pathlib import Path
 
 import pytest
 import torch
-import yaml
 from torch.utils.flop_counter import FlopCounterMode
 
 import methods
@@ -228,31 +227,57 @@ def test_resolved_options_hold_every_option_with_nulls_resolved(variant):
         assert isinstance(resolved["num_features"], int) and resolved["num_features"] > 0
 
 
-CONF_DIR = Path(__file__).resolve().parents[1] / "conf" / "method"
-# (method, option): why the suite's runs use another value than the method's own default.
-DELIBERATE = {
-    ("taylor", "feature_dim"): "runs read q and k at Based's 16 dims (273 features), the width the model projects "
-                               "to; the method's own default, the head's width, is what mode=fidelity compares",
+CONF_DIR = Path(__file__).resolve().parents[1] / "conf"
+# The method options as conf/method/<name>.yaml held them when the records under results/ ran (keys,
+# values, order): the configs made from the classes must stay these, or the records' hashes move.
+RECORDED_OPTIONS = {
+    "softmax": {},
+    "linear": {"chunk_size": 64},
+    "favor": {"chunk_size": 64, "num_features": None, "redraw_interval": 0, "seed": 0},
+    "taylor": {"chunk_size": 64, "symmetric_half": False, "feature_dim": 16},
+    "loglinear": {"chunk_size": 64, "feature_map": "elu", "num_levels": 21, "decay": False, "num_heads": None},
+    "hedgehog": {"chunk_size": 64, "feature_dim": None},
+    "sliding_window": {"window": 64, "chunk_size": 64},
 }
 
 
 @pytest.mark.parametrize("name", methods.available())
-def test_conf_options_are_the_methods_defaults(name):
-    """conf/method/<name>.yaml states the method's own defaults, so the two cannot drift apart as
-    redraw_interval once did (1000 in conf, 0 in the module); DELIBERATE lists the exceptions."""
-    conf = yaml.safe_load((CONF_DIR / f"{name}.yaml").read_text())
-    assert conf["name"] == name and conf["impl"] == "auto"
-    declared = methods.get(name).method_options
-    options = conf["options"] or {}
-    assert set(options) == set(declared), f"{name}: conf lists {sorted(options)}, the method {sorted(declared)}"
-    differ = {key for key in options if options[key] != declared[key]}
-    assert differ == {key for (method, key) in DELIBERATE if method == name}, (name, differ)
+def test_the_method_config_is_the_class_defaults(name):
+    """``method=<name>`` composes the class's own defaults (suite/groups.py), with its
+    ``run_defaults``: written once, they cannot drift apart as redraw_interval once did (1000 in
+    conf, 0 in the module)."""
+    from hydra import compose, initialize_config_dir
+    from omegaconf import OmegaConf
+
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        block = OmegaConf.to_container(compose("config", overrides=[f"method={name}"]).method)
+    cls = methods.get(name)
+    assert block == {"name": name, "impl": "auto", "options": {**cls.method_options, **cls.run_defaults}}
+    assert list(block["options"]) == list(cls.method_options)
 
 
-def test_every_deliberate_difference_is_real():
-    for (name, key), why in DELIBERATE.items():
-        conf = yaml.safe_load((CONF_DIR / f"{name}.yaml").read_text())["options"]
-        assert why and conf[key] != methods.get(name).method_options[key]
+@pytest.mark.parametrize("name", RECORDED_OPTIONS)
+def test_the_built_in_configs_are_the_ones_the_records_ran(name):
+    from suite.groups import method_config
+
+    options = method_config(methods.get(name))["options"]
+    assert list(options.items()) == list(RECORDED_OPTIONS[name].items())
+
+
+@pytest.mark.parametrize("name", methods.available())
+def test_every_run_default_is_an_option_that_differs(name):
+    """A run default names an option of the method and changes it (else it is noise)."""
+    cls = methods.get(name)
+    for key, value in cls.run_defaults.items():
+        assert key in cls.method_options and cls.method_options[key] != value, (name, key)
+
+
+def test_a_run_default_for_no_option_is_refused(monkeypatch):
+    from suite.groups import method_config
+
+    monkeypatch.setattr(methods.get("taylor"), "run_defaults", {"feature_dims": 16})
+    with pytest.raises(MethodError, match="taylor: run_defaults names option.s. feature_dims the method does not take"):
+        method_config(methods.get("taylor"))
 
 
 @pytest.mark.parametrize("name", methods.available())

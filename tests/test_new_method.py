@@ -1,6 +1,6 @@
-"""Adding a method is its folder plus its config file: a toy sixth method, written into a copy of
-the project (methods/toy/ and conf/method/toy.yaml, nothing else), gets an ok record from every mode.
-So no mode may name the methods it knows (DESIGN.md: what the harness measures, the method declares)."""
+"""Adding a method is its folder: a toy method, written into a copy of the project (methods/toy/,
+nothing else: its config is made from its class), gets an ok record from every mode. So no mode may
+name the methods it knows (DESIGN.md: what the harness measures, the method declares)."""
 
 from __future__ import annotations
 
@@ -38,7 +38,6 @@ class ToyAttention(FeatureMapAttention):
         self.check_kind(kind)
         return torch.sigmoid(x.float())
 '''
-TOY_CONFIG = "name: toy\nimpl: auto\noptions:\n  chunk_size: 64\n"
 
 
 @pytest.fixture(scope="module")
@@ -48,7 +47,6 @@ def project_with_toy(tmp_path_factory) -> Path:
         shutil.copytree(REPO / part, copy / part, ignore=shutil.ignore_patterns("__pycache__", "_build"))
     (copy / "methods" / "toy").mkdir()
     (copy / "methods" / "toy" / "__init__.py").write_text(TOY)
-    (copy / "suite" / "conf" / "method" / "toy.yaml").write_text(TOY_CONFIG)
     return copy
 
 

@@ -80,3 +80,54 @@ def test_the_console_command_refuses_a_typo_with_the_valid_choices(installed, tm
                           env=clean_env(installed, tmp_path), capture_output=True, text=True, timeout=300)
     assert done.returncode == 2
     assert done.stderr.strip().splitlines()[-1].startswith("error: unknown method 'favour'; did you mean 'favor'?")
+
+
+OUTSIDE_PYPROJECT = '''[build-system]
+requires = ["setuptools>=61"]
+build-backend = "setuptools.build_meta"
+
+[project]
+name = "sigmoid-attention"
+version = "0.1.0"
+
+[project.entry-points."attention_suite.methods"]
+sigmoid_fm = "sigpkg.attn:SigmoidAttention"
+
+[tool.setuptools]
+packages = ["sigpkg"]
+'''
+
+
+def test_an_installed_package_s_method_trains_and_its_run_page_says_what_to_install(installed, tmp_path, data_dir):
+    """An outside package, built and installed beside the suite's wheel, declares its method by an
+    entry point: the console command trains it by name, its record names the package and its
+    version, and the run page installs that version before the command (issue 35)."""
+    from tests.test_outside import SIGMOID
+
+    source = tmp_path / "sigmoid-attention"
+    (source / "sigpkg").mkdir(parents=True)
+    (source / "sigpkg" / "__init__.py").write_text("")
+    (source / "sigpkg" / "attn.py").write_text(SIGMOID)
+    (source / "pyproject.toml").write_text(OUTSIDE_PYPROJECT)
+    built = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
+                            "-w", str(tmp_path / "dist"), str(source)], capture_output=True, text=True, timeout=300)
+    assert built.returncode == 0, built.stderr[-3000:]
+    [wheel] = (tmp_path / "dist").glob("sigmoid_attention-*.whl")
+    done = subprocess.run([sys.executable, "-m", "pip", "--python", str(installed / "bin" / "python"), "install",
+                           "--no-deps", "-q", str(wheel)], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    env, results, out = clean_env(installed, tmp_path), tmp_path / "results", tmp_path / "out"
+    ran = subprocess.run([str(installed / "bin" / "attention-suite"), "method=sigmoid_fm", "task=mqar", "budget=smoke",
+                          f"results_dir={results}", f"data_dir={data_dir}"],
+                         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    assert ran.returncode == 0, ran.stderr[-3000:]
+    [path] = results.rglob("*.json")
+    method = json.loads(path.read_text())["method"]
+    assert method["import_path"] == "sigpkg.attn:SigmoidAttention"
+    assert method["distribution"] == {"name": "sigmoid-attention", "version": "0.1.0", "url": None, "commit": None,
+                                      "dirty": None}
+    built = subprocess.run([str(installed / "bin" / "attention-suite-site"), "--results", str(results), "--out",
+                            str(out)], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    assert built.returncode == 0, built.stderr[-3000:]
+    [page] = [p for p in out.rglob("*.html") if "pip install sigmoid-attention==0.1.0" in p.read_text()]
+    assert " method=sigpkg.attn:SigmoidAttention " in page.read_text()  # by import path: works installed or not

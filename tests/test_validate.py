@@ -290,7 +290,11 @@ def test_a_run_of_this_suite_writes_the_provenance_a_submission_needs(make_confi
     assert hardware["device_model"] == env.cpu_model() and hardware["device_memory_bytes"] > 0
     assert hardware["torch"] == torch.__version__ and hardware["driver"] is None  # no GPU here
     assert record["env"]["suite_version"] == env.suite_version() is not None
-    assert record["method"]["distribution"] == {"name": "attention-suite", "version": env.suite_version()}
+    # The suite's own method: its distribution is the suite, its commit the suite's checkout's.
+    assert record["method"]["distribution"] == {"name": "attention-suite", "version": env.suite_version(), "url": None,
+                                                "commit": record["env"]["git_commit"],
+                                                "dirty": record["env"]["git_dirty"]}
+    assert record["method"]["import_path"] == "methods.favor.module:FavorAttention"
     results = Path(config["results_dir"])
     assert run_validate(capsys, str(results)) == (0, [])
     (results / "submission.json").write_text(json.dumps({"submitter": "a test", "added": "2026-12-03"}))

@@ -24,7 +24,8 @@ class FeatureMapAttention(AttentionMethod):
 
     impls = ("naive", "chunk", "triton")
     cpu_default = "chunk"
-    #: Options of every kernelized method; a subclass extends this dict with its own.
+    #: Options of every kernelized method (chunk_size: tokens per chunk of the chunked path); a
+    #: subclass extends this dict with its own.
     method_options: ClassVar[dict[str, Any]] = {"chunk_size": 64}
 
     def __init__(self, head_dim: int, impl: str = "auto", **options: Any) -> None:

@@ -28,6 +28,9 @@ class FavorAttention(FeatureMapAttention):
     """phi(x) = exp(w_r.x - |x|^2/2)/sqrt(m) on x = q/D^(1/4), so E[phi(q).phi(k)] = exp(q.k/sqrt(D))."""
 
     name = "favor"
+    # num_features: None = round(D ln D). redraw_interval: 0 = one draw for the whole run (as Zoology's
+    # Performer map); N = a fresh projection every N training steps (never in eval): each redraw swaps the
+    # features the model reads. seed: seeds the random projection.
     method_options = {**FeatureMapAttention.method_options, "num_features": None, "redraw_interval": 0, "seed": 0}
     fidelity_note = ("favor: unbiased positive random features; the error should fall as 1/sqrt(d_phi) "
                      "(slopes below), and grows with the score temperature.")

@@ -42,6 +42,7 @@ class HedgehogAttention(FeatureMapAttention):
     """o_i = sum_j (phi_q(q_i).phi_k(k_j)) v_j / sum_j phi_q(q_i).phi_k(k_j), phi the learned softmax pair."""
 
     name = "hedgehog"
+    # feature_dim: the width of W x + b, 2 * feature_dim features; None = head_dim (fla's square map).
     method_options = {**FeatureMapAttention.method_options, "feature_dim": None}
     fidelity_note = ("hedgehog: a learned map. Its weights have a fixed scale (each half of phi sums to 1, so "
                      "phi(q).phi(k) is about 2/feature_dim where attention is near uniform) that the output and the "

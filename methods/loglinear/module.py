@@ -26,11 +26,11 @@ from methods.loglinear.naive import loglinear_attention
 from methods.registry import register
 
 OPTIONS: dict[str, Any] = {
-    "feature_map": "elu",
+    "chunk_size": 64,
+    "feature_map": "elu",  # phi = elu(x) + 1
     # 21 levels: 0 (the token itself) and 1..20, enough for 2^20 tokens.
     "num_levels": 21,
-    "chunk_size": 64,
-    "decay": False,
+    "decay": False,  # add a learned scalar forget gate
     # None: one projection shared by all heads; an int: one per head (inputs must have that many).
     "num_heads": None,
 }

@@ -26,7 +26,8 @@ class SlidingWindowAttention(AttentionMethod):
     cpu_default = "chunk"
     # 64 keys: the small-window regime of Based's local attention (Arora et al. 2024), one tile
     # of keys for a tensor core and for this module's bands, far below the contexts where a KV
-    # cache costs memory; the board's state-bound points set their own windows.
+    # cache costs memory; the board's state-bound points set their own windows. At or above N it is
+    # softmax. chunk_size: queries per band of the chunk path.
     method_options = {"window": 64, "chunk_size": 64}
     time_in_length = "N"  # N * window at a fixed window
     fidelity_note = ("sliding_window is exact softmax within its window (|i - j| < window; float32 rounding there) "

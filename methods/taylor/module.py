@@ -38,7 +38,12 @@ class TaylorAttention(FeatureMapAttention):
     def fidelity_variants(cls, feature_counts):
         """The full and the symmetric-half map on the head's q and k: the same kernel at two feature counts."""
         return [{"feature_dim": None, "symmetric_half": False}, {"feature_dim": None, "symmetric_half": True}]
-    method_options = {**FeatureMapAttention.method_options, "feature_dim": None, "symmetric_half": False}
+    # symmetric_half: keep only the i <= j quadratic terms (1 + d + d(d+1)/2 features).
+    # feature_dim: the width d of the q and k the map reads; None: the head's width.
+    method_options = {**FeatureMapAttention.method_options, "symmetric_half": False, "feature_dim": None}
+    # Runs read q and k at Based's 16 dims (273 features), the width the model projects to; the
+    # method's own default, the head's width, is what mode=fidelity compares (fidelity_variants).
+    run_defaults = {"feature_dim": 16}
 
     def __init__(self, head_dim: int, impl: str = "auto", **options) -> None:
         super().__init__(head_dim, impl, **options)

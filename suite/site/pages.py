@@ -42,7 +42,7 @@ from suite.site.figures import FIDELITY_FEATURES, FidelityHeadline, Figure
 from suite.site.lead import ASSUMED_TIME, RULE_NOTE, RULES, Lead
 from suite.site.render import BUNDLE
 from suite.site.rules import STATE_BAND
-from suite.site.runs import Run, declared_metrics, number, reproduce_command
+from suite.site.runs import Run, declared_metrics, install_lines, number, outside_method, reproduce_command
 
 SITE_DIR = Path(__file__).resolve().parent  # templates/, assets/, data/: package data of suite.site
 FILTERS = ("tier", "hardware", "device", "budget", "dtype")
@@ -325,4 +325,5 @@ def run_page(env: jinja2.Environment, run: Run, **page: Any) -> str:
     if run.tier != "verified":
         summary.update({"submission": run.origin, **{f"submission {k}": v for k, v in run.submission.items()}})
     return render(env, "run.html", run=run, summary=summary, commit=env_block.git_commit,
-                  dirty=bool(env_block.git_dirty), command=reproduce_command(run), known=declared_metrics(), **page)
+                  dirty=bool(env_block.git_dirty), command=reproduce_command(run), install=install_lines(run),
+                  outside=outside_method(run), known=declared_metrics(), **page)

@@ -278,15 +278,45 @@ def leaf_overrides(block: Any, prefix: tuple[str, ...]) -> list[str]:
     return [f"{'.'.join(prefix)}={override_value(block)}"]
 
 
+def outside_method(run: Run) -> str | None:
+    """The import path of the record's method when its code is not the suite's own (another
+    package's, or a module on the path), else None (records written before import paths were
+    recorded are the suite's)."""
+    path = run.record["method"].get("import_path")
+    return path if path and path.split(".")[0] != "methods" else None
+
+
+def install_lines(run: Run) -> list[str]:
+    """What to install before the reproduce command, for a method from outside the suite: its
+    package at the recorded version or commit; a comment line when no package names it."""
+    path = outside_method(run)
+    if path is None:
+        return []
+    dist = run.record["method"].get("distribution") or {}
+    name, version, url, commit = (dist.get(k) for k in ("name", "version", "url", "commit"))
+    dirty = " (with uncommitted changes)" if dist.get("dirty") else ""
+    if url and commit:
+        return [f"pip install {shlex.quote(f'git+{url}@{commit}')}"]
+    if name and version:
+        lines = [f"pip install {shlex.quote(f'{name}=={version}')}"]
+        return lines + ([f"# {name} ran from a checkout at commit {commit}{dirty}"] if commit else [])
+    module = path.partition(":")[0]
+    at = f", from a checkout at commit {commit}{dirty}" if commit else ""
+    return [f"# {module} ran from a folder on the Python path, not an installed package{at}: put it on PYTHONPATH"]
+
+
 def reproduce_command(run: Run) -> str:
-    """The command line that reruns this record's config exactly: its groups by name, then every
-    value of those groups as recorded (overrides included), then seed, device and memory cap. A
-    mode's grids are reproduced for the record's budget only (the one the run read)."""
+    """The command line that reruns this record's config exactly: its groups by name (a method from
+    outside the suite by its import path), then every value of those groups as recorded (overrides
+    included), then seed, device and memory cap. A mode's grids are reproduced for the record's
+    budget only (the one the run read)."""
     config = run.record["config"]
     parts = ["python", "-m", "suite"]
     for group in REPRODUCED_GROUPS:
         block = config.get(group)
-        if isinstance(block, dict) and block.get("name") is not None:
+        if group == "method" and outside_method(run):
+            parts.append(f"method={outside_method(run)}")
+        elif isinstance(block, dict) and block.get("name") is not None:
             parts.append(f"{group}={block['name']}")
     for group in REPRODUCED_GROUPS:
         block = config.get(group)
