@@ -1,5 +1,7 @@
 """``python -m suite method=<name> task=<name> [budget=...] [mode=...] [key=value ...]``; ``--help``;
-``python -m suite validate [--submission] PATH...`` checks records instead (suite/validate.py).
+``python -m suite validate [--submission] PATH...`` checks records instead (suite/validate.py);
+``python -m suite check-method SPEC [--options JSON]`` runs the method contract on a method
+(suite/check_method.py).
 
 Config groups live in conf/ (see conf/config.yaml). Hydra parses the command line and composes the
 config, once; its own flags (``--cfg job``, ``--info``, ``-sc install=bash``, ``-m``) are its own.
@@ -252,6 +254,10 @@ def main() -> None:
         from suite.validate import main as validate
 
         sys.exit(validate(argv[1:]))
+    if argv[:1] == ["check-method"]:  # `attention-suite check-method SPEC`: the contract kit, no Hydra
+        from suite.check_method import main as check_method
+
+        sys.exit(check_method(argv[1:]))
     problem = check_group_choices(argv) or hydra_dir_problem()
     if problem:
         print(f"error: {problem}", file=sys.stderr)
@@ -269,7 +275,7 @@ def main() -> None:
         from hydra.types import RunMode
 
         from suite.protocol import run_protocol
-        from suite.sweep import note
+        from suite.sweep import FINE, note
 
         config = OmegaConf.to_container(cfg, resolve=True)
         sweeping = HydraConfig.get().mode == RunMode.MULTIRUN
@@ -287,7 +293,7 @@ def main() -> None:
             note(outcome.status, outcome.error)
         if outcome.status == "interrupted":
             sys.exit(EXIT_INTERRUPTED)  # in a sweep too: Ctrl-C stops the sweep, not just this job
-        if outcome.status not in ("ok", "skipped") and not sweeping:
+        if outcome.status not in FINE and not sweeping:
             sys.exit(1)
 
     try:
