@@ -166,3 +166,40 @@ def test_check_method_refuses_bad_input_in_one_line(args, says):
     assert done.returncode == 2 and done.stdout == ""
     assert done.stderr.startswith(says) and len(done.stderr.splitlines()) == 1, done.stderr
 
+
+
+# -- the site -------------------------------------------------------------------------------------------
+def test_the_site_shows_state_and_decode_as_not_applicable_to_a_method_without_a_recurrent_form(tmp_path):
+    from markupsafe import escape
+
+    from suite.records import new_record, write_record
+    from suite.site import build_site
+    from suite.site.board import NO_STATE
+    from tests.test_site import train_record
+
+    results = tmp_path / "results"
+    for seed in (0, 1):
+        for method, state, capabilities in (("softmax", 4096, ["flops", "recurrent", "weights"]),
+                                            ("stateless_softmax", None, ["flops"])):
+            record = train_record(method, "mqar", seed, 0.9 - 0.1 * seed)
+            record["task"]["num_kv_pairs"] = 4
+            record["metrics"]["state_bytes"] = state
+            record["method"]["capabilities"] = capabilities
+            write_record(record, results)
+    reason = "mode=decode needs what method 'stateless_softmax' does not implement: recurrent (...)"
+    write_record(new_record("decode", config={"mode": {"name": "decode"}, "seed": 0}, config_hash="dstateless",
+                            method={"name": "stateless_softmax", "impl": "auto", "params": {},
+                                    "capabilities": ["flops"]},
+                            task={"name": "mqar"}, metrics={}, env={"device": "cpu", "seed": 0},
+                            status="not_applicable", error=reason), results)
+    report = build_site(results, tmp_path / "out")
+    assert report.problems == []
+    board = (report.out_dir / "index.html").read_text()
+    assert f'<span class="config" title="{NO_STATE}">state n/a</span>' in board
+    assert board.count("state n/a") == 1 and "4.0 KiB state" in board  # softmax's KV cache
+    assert f"Not on it: stateless_softmax (state size {NO_STATE})." in board  # the caption of accuracy vs state
+    plots = (report.out_dir / "plots.html").read_text()
+    reason = str(escape(reason))  # as the pages write it
+    assert f'title="{reason}">stateless_softmax</a> ({reason})' in plots
+    runs = (report.out_dir / "runs.html").read_text()
+    assert f'title="{reason}">n/a</td>' in runs
