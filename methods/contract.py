@@ -109,7 +109,8 @@ class Failure:
 def label(cls: type[AttentionMethod], options: Mapping[str, Any]) -> str:
     """The method's name, with its options when it has any: ``taylor(feature_dim=4)``."""
     given = ", ".join(f"{key}={value}" for key, value in options.items())
-    return f"{cls.name}({given})" if given else cls.name
+    name = getattr(cls, "name", cls.__name__)  # a class without one fails the core check, named still
+    return f"{name}({given})" if given else name
 
 
 # -- what the checks share --------------------------------------------------------------------------
