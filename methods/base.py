@@ -4,8 +4,14 @@
 (batch, heads, N, E) and returns (batch, heads, N, E) in the dtype of q. Each method lists the
 implementations it has in ``impls``; ``impl="auto"`` picks one for the device of the inputs
 (``resolve_impl``, which a method may override: by default Triton on CUDA when the method has it,
-else SDPA when it has that, else its ``cpu_default``). The recurrent form (``init_state`` /
-``step``) is the causal parallel form, one token at a time.
+else SDPA when it has that, else its ``cpu_default``).
+
+The core every method implements: the forward (``impls``, each a ``_forward_<impl>``, among them
+"naive", the definition the others are checked against), its ``method_options``, its ``version``
+and its ``time_in_length``. Beyond it, a method opts into capabilities (``CAPABILITIES``) by
+implementing their methods: "recurrent" (``init_state`` / ``prefill_state`` / ``step``, the causal
+parallel form one token at a time, and ``state_bytes``), "flops" (``head_flops``) and "weights"
+(``log_weights``). A mode that needs a capability the method lacks records "not applicable".
 """
 
 from __future__ import annotations
@@ -19,6 +25,14 @@ import torch
 from torch import nn
 
 FEATURE_KINDS = ("query", "key")
+# What a method may implement beyond the core, each by the methods that make it (all of them: a
+# method with a step and no prefill_state has no recurrent form, and is refused as half-done).
+CAPABILITIES: dict[str, tuple[str, ...]] = {
+    "recurrent": ("init_state", "prefill_state", "step", "state_bytes"),
+    "flops": ("head_flops",),
+    "weights": ("log_weights",),
+}
+TIME_IN_LENGTH = ("N^2", "N log N", "N")
 
 
 @dataclass(frozen=True)
@@ -221,9 +235,20 @@ class AttentionMethod(nn.Module):
         raise MethodError(f"{self.name} declares no attention weights (log_weights), so it has no fidelity to measure")
 
     @classmethod
-    def compares_weights(cls) -> bool:
-        """Whether the method declares its attention weights (``log_weights``)."""
-        return cls.log_weights is not AttentionMethod.log_weights
+    def capabilities(cls) -> frozenset[str]:
+        """The capabilities (``CAPABILITIES``) the class implements: those whose methods it
+        overrides. Overriding some of a capability's methods but not all is a MethodError naming
+        what is missing."""
+        found = set()
+        for capability, names in CAPABILITIES.items():
+            done = [n for n in names if getattr(cls, n) is not getattr(AttentionMethod, n)]
+            if done and len(done) < len(names):
+                missing = [n for n in names if n not in done]
+                raise MethodError(f"{cls.name}: implements {', '.join(done)} of the {capability} capability but not "
+                                  f"{', '.join(missing)}; implement all of {', '.join(names)}, or none")
+            if done:
+                found.add(capability)
+        return frozenset(found)
 
     @classmethod
     def fidelity_variants(cls, feature_counts: list[int]) -> list[dict[str, Any]]:

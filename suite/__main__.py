@@ -1,6 +1,8 @@
 """``python -m suite method=<name> task=<name> [budget=...] [mode=...] [key=value ...]``; ``--help``;
 ``python -m suite validate [--submission] PATH...`` checks records instead (suite/validate.py);
-``python -m suite board cpu`` runs a board file's multiruns (suite/board.py).
+``python -m suite board cpu`` runs a board file's multiruns (suite/board.py);
+``python -m suite check-method SPEC [--options JSON]`` runs the method contract on a method
+(suite/check_method.py).
 
 Config groups live in conf/ (see conf/config.yaml), but for the method group, made from the method
 classes (suite/groups.py); ``method=my_pkg.attn:MyAttention`` names a class by its import path, and
@@ -295,6 +297,10 @@ def main() -> None:
         from suite.validate import main as validate
 
         sys.exit(validate(argv[1:]))
+    if argv[:1] == ["check-method"]:  # `attention-suite check-method SPEC`: the contract kit, no Hydra
+        from suite.check_method import main as check_method
+
+        sys.exit(check_method(argv[1:]))
     problem = check_group_choices(argv) or hydra_dir_problem()
     if problem:
         print(f"error: {problem}", file=sys.stderr)
@@ -314,7 +320,7 @@ def main() -> None:
 
         import methods
         from suite.protocol import run_protocol
-        from suite.sweep import note
+        from suite.sweep import FINE, note
 
         for spec in specs:
             methods.resolve(spec)
@@ -334,7 +340,7 @@ def main() -> None:
             note(outcome.status, outcome.error)
         if outcome.status == "interrupted":
             sys.exit(EXIT_INTERRUPTED)  # in a sweep too: Ctrl-C stops the sweep, not just this job
-        if outcome.status not in ("ok", "skipped") and not sweeping:
+        if outcome.status not in FINE and not sweeping:
             sys.exit(1)
 
     try:

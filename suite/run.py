@@ -2,7 +2,9 @@
 job, write the record, print the job's summary and where the record went.
 
 A mode is a package under suite/modes/ (see suite.modes) whose job module has ``job(config, device)
--> JobResult`` and ``summary(record) -> str``; each mode also has ``conf/mode/<name>.yaml``. This
+-> JobResult`` and ``summary(record) -> str``; each mode also has ``conf/mode/<name>.yaml``. A mode
+that needs a capability the method lacks (``Mode.needs``) runs no job: its record says not_applicable
+and why. This
 module imports no Hydra, so a job can run from a plain dict (e.g. on a GPU host without hydra-core).
 """
 
@@ -20,6 +22,7 @@ from pathlib import Path
 import torch
 
 import methods
+from methods.base import CAPABILITIES
 from methods.registry import qualified
 from suite import checkpoint, env, logger, modes, records
 from suite.config import validate
@@ -72,14 +75,16 @@ def is_out_of_memory(exc: BaseException) -> bool:
 
 
 def find_finished(results_dir: str | Path, config_hash: str) -> Path | None:
-    """A record with status ok and this config hash under ``results_dir``, if any (for resuming).
+    """A record of a finished run (status ok, or not_applicable: a run of this method and mode can
+    do no more) with this config hash under ``results_dir``, if any (for resuming).
     Files that are not records are skipped with one warning line each on stderr, naming the file."""
     if not Path(results_dir).is_dir():
         return None
     with warnings.catch_warnings(record=True) as skipped:
         warnings.simplefilter("always")
         found = next((path for path, record in records.iter_records(results_dir)
-                      if record["status"] == "ok" and records.record_config_hash(record) == config_hash), None)
+                      if record["status"] in ("ok", "not_applicable")
+                      and records.record_config_hash(record) == config_hash), None)
     for warning in skipped:
         print(f"warning: {warning.message}", file=sys.stderr)
     return found
@@ -89,6 +94,23 @@ def with_method_version(config: Mapping, version: int) -> dict:
     """``config`` with ``method.version``, the method's code version: part of what defines a run
     (records.NEUTRAL_VALUES: version 1 hashes as a config without it)."""
     return {**config, "method": {**config["method"], "version": version}}
+
+
+def missing_capabilities(mode: str, method_class: type[methods.AttentionMethod]) -> str | None:
+    """Why a run of ``method_class`` in ``mode`` is not applicable (the capabilities the mode needs
+    that the method does not implement), or None when it is."""
+    missing = sorted(modes.get(mode).needs - method_class.capabilities())
+    if not missing:
+        return None
+    what = "; ".join(f"{capability} ({', '.join(CAPABILITIES[capability])})" for capability in missing)
+    return f"mode={mode} needs what method {method_class.name!r} does not implement: {what}"
+
+
+def summary_text(module, record: Mapping) -> str:
+    """The mode's closing summary of ``record``; one line for a run that was not applicable."""
+    if record["status"] == "not_applicable":
+        return f"{record['method']['name']}, mode={record['kind']}: not applicable: {record['error']}"
+    return module.summary(record)
 
 
 def run(config: Mapping, resume: bool = True) -> tuple[Path, Outcome]:
@@ -103,6 +125,7 @@ def run(config: Mapping, resume: bool = True) -> tuple[Path, Outcome]:
     mode = config["mode"]["name"]
     module = modes.get(mode).job_module()
     method_class = methods.get(config["method"]["name"])  # unknown method (the registry's own message): before any work
+    not_applicable = missing_capabilities(mode, method_class)  # a half-done capability: refused here
     config = with_method_version(config, method_class.version)
     device = resolve_device(config["device"])
     config_hash = records.config_hash(config, device.type)
@@ -123,8 +146,12 @@ def run(config: Mapping, resume: bool = True) -> tuple[Path, Outcome]:
     run_id = records.new_run_id(config_hash)  # known before the job, so the logger's run carries it
     with sigterm_as_interrupt(), logger.opened(config, run_id) as log:
         try:
-            with cpu_threads(config.get("cpu_threads"), device):
-                result = module.job(config, device)
+            if not_applicable:
+                result = JobResult(kind=mode, task={"name": config["task"]["name"]},
+                                   outcome=Outcome(status="not_applicable", error=not_applicable))
+            else:
+                with cpu_threads(config.get("cpu_threads"), device):
+                    result = module.job(config, device)
         except USER_ERRORS:
             if made_results_dir:  # a refused command leaves nothing behind, not even an empty folder
                 remove_if_empty(Path(config["results_dir"]))
@@ -144,7 +171,8 @@ def run(config: Mapping, resume: bool = True) -> tuple[Path, Outcome]:
             method={"name": method["name"], "impl": method["impl"], "params": dict(method["options"]),
                     "resolved": result.resolved, "version": method_class.version,
                     "import_path": qualified(method_class), "distribution": env.distribution_of(method_class),
-                    "time_in_length": method_class.time_in_length},
+                    "time_in_length": method_class.time_in_length,
+                    "capabilities": sorted(method_class.capabilities())},
             task=result.task,
             metrics=result.outcome.metrics,
             env=env.capture(device, config["seed"]),
@@ -152,7 +180,7 @@ def run(config: Mapping, resume: bool = True) -> tuple[Path, Outcome]:
             error=result.outcome.error,
             run_id=run_id,
         )
-        print(module.summary(record), flush=True)  # first: a record that cannot be written loses no number
+        print(summary_text(module, record), flush=True)  # first: a record that cannot be written loses no number
         path = write_or_keep(record, config["results_dir"], config_hash)
         if result.outcome.status != "interrupted":  # the run ended: nothing is left to resume
             checkpoint.discard(checkpoint.folder(config["results_dir"], config_hash))
@@ -197,7 +225,7 @@ def written_kept_record(module, results_dir: str, config_hash: str) -> tuple[Pat
     if not kept.is_file():
         return None
     record = records.read_kept(kept, config_hash)
-    print(module.summary(record), flush=True)
+    print(summary_text(module, record), flush=True)
     path = write_or_keep(record, results_dir, config_hash)
     checkpoint.discard(kept.parent)
     print(f"written: the record a finished run of this config could not write (not run again): {path}", flush=True)

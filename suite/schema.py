@@ -24,7 +24,9 @@ from suite import modes
 from suite.metrics import Metric
 
 SCHEMA = 1
-STATUSES = ("ok", "diverged", "oom", "error", "skipped", "interrupted")
+# not_applicable: the mode needs a capability the method lacks (a decode of a method without a
+# recurrent form); the record's error says which, and it has no metrics.
+STATUSES = ("ok", "diverged", "oom", "error", "skipped", "interrupted", "not_applicable")
 POINT_STATUSES = ("ok", "oom", "error", "skipped")  # of one point of a sweep
 # Every integer of a record fits a signed 64-bit integer (a size, a count, a seed): a bigger one is
 # a forged or broken record, and would overflow the float that tables and charts turn it into.
@@ -91,6 +93,8 @@ class Method(RecordObject):
     params: Optional[dict] = Field(None, description="the options as requested")
     resolved: Optional[dict] = Field(None, description="the options as used")
     time_in_length: Optional[str] = Field(None, description="the parallel form's time against N: N^2, N log N, N")
+    capabilities: Optional[list[str]] = Field(None, description="what the method implements beyond the core: "
+                                              "recurrent, flops, weights (methods/base.py)")
 
 
 class Task(RecordObject):

@@ -14,7 +14,7 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.experimental.callback import Callback
 
 OUTCOME = "suite-outcome.json"
-FINE = ("ok", "skipped")
+FINE = ("ok", "skipped", "not_applicable")  # statuses of a job that did what it could
 EXIT_FAILED, EXIT_REFUSED = 1, 2
 
 

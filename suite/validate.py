@@ -266,8 +266,13 @@ def declared_problems(path: Path, record: dict) -> list[Problem]:
     found = []
     try:
         if record["kind"] == "train" and record["status"] == "ok":
-            stored, recomputed = record["metrics"].get("state_bytes"), train_state_bytes(record)
-            if stored is not None and stored != recomputed:
+            stored = record["metrics"].get("state_bytes")
+            recurrent = "recurrent" in methods.get(name).capabilities()
+            recomputed = train_state_bytes(record) if recurrent else None
+            if stored is not None and not recurrent:
+                found.append(Problem(path, "metrics.state_bytes", f"{stored} for {name}, which has no recurrent form",
+                                     "null (no decoding state)"))
+            elif stored is not None and stored != recomputed:
                 found.append(Problem(path, "metrics.state_bytes", f"{stored} does not recompute from the config and "
                                      f"the method ({recomputed})", f"{recomputed}"))
         if record["kind"] == "kernel":

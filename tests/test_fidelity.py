@@ -200,7 +200,7 @@ def test_bad_grid_is_one_clear_error_before_any_work(make_config, tmp_path, over
     assert not list((tmp_path / "results").rglob("*.json"))
 
 
-def test_method_without_feature_map_is_a_clear_error(make_config, monkeypatch):
+def test_a_method_without_attention_weights_has_a_not_applicable_record(make_config, monkeypatch):
     class WindowAttention(AttentionMethod):
         name = "window_for_test"
         impls = ("naive",)
@@ -209,11 +209,11 @@ def test_method_without_feature_map_is_a_clear_error(make_config, monkeypatch):
     monkeypatch.setitem(REGISTRY, WindowAttention.name, WindowAttention)
     config = make_config("mode=fidelity", "method=favor")
     config["method"] = {"name": "window_for_test", "impl": "auto", "options": {}}
-    with pytest.raises(ConfigError) as caught:
-        fidelity.job(config, CPU)
-    message = str(caught.value)
-    assert "'window_for_test' declares no attention weights" in message
-    assert all(name in message for name in ("favor", "taylor", "linear", "loglinear", "softmax"))
+    path, outcome = run(config)
+    record = records.read_record(path)
+    assert outcome.status == record["status"] == "not_applicable" and set(record["metrics"]) == {"wall_time_s"}
+    assert record["error"] == ("mode=fidelity needs what method 'window_for_test' does not implement: "
+                               "weights (log_weights)")
 
 
 def test_capture_model_is_trained_once_then_loaded(make_config):

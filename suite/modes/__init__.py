@@ -49,6 +49,9 @@ class Mode:
     package: str  # its package (the ``__name__`` of its ``__init__``), holding job, config and schema
     metrics: dict[str, tuple[Metric, ...]] = field(default_factory=dict)  # its tables, by what a row is
     section: Section | None = None
+    # The method capabilities its job calls (methods.base.CAPABILITIES); a run of a method that lacks
+    # one writes a record of status not_applicable saying which, instead of running the job.
+    needs: frozenset[str] = frozenset()
 
     @property
     def kind(self) -> str:

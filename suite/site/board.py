@@ -33,6 +33,8 @@ CLEAR_RULE = (
     "the vocabulary."
 )
 # What a cell's verdict says, beside its mean.
+# What the state axis says of a method without a recurrent form (its records' method.capabilities).
+NO_STATE = "not applicable: the method has no recurrent form, so no decoding state to size"
 VERDICTS = {"above": "", "baseline": "≈ baseline", "untested": "n=1: untested", "no baseline": "no baseline"}
 PLATEAU_RULE = (
     "Each seed's validation curve (metrics.val_curve) is read on its own, once the run ran to its budget's "
@@ -169,6 +171,10 @@ class Cell:
     def verdict(self) -> str:
         """'above' (clearly above the baseline), 'baseline', 'untested' (n < 2) or 'no baseline'."""
         return verdict(self.values(), self.baseline())
+
+    def state_not_applicable(self) -> bool:
+        """Whether the cell's method has no recurrent form (``Run.stateless``): no state size to show."""
+        return bool(self.runs) and all(r.stateless for r in self.runs)
 
     def failures(self) -> Counter:
         """How many runs ended in each status other than ok (diverged, oom, error, ...)."""

@@ -22,7 +22,7 @@ from suite import scaling
 from suite.metrics import Metric, declared, format_bytes, format_value
 from suite.schema import Statistics, sweep_layout
 from suite.site import known
-from suite.site.board import ACCURACY, RECALL_FAMILIES, VERDICTS, Cell, Column, Row, format_lr, verdict
+from suite.site.board import ACCURACY, NO_STATE, RECALL_FAMILIES, VERDICTS, Cell, Column, Row, format_lr, verdict
 from suite.site.charts import PALETTE, SHAPES, Axis, Layout, chart
 from suite.site.runs import Run, metric_for
 
@@ -275,12 +275,14 @@ def state_figures(rows: list[Row], columns: list[Column], where: str) -> list[Fi
     """Per recall board point: accuracy against the bytes of recurrent state (Based, Figure 2)."""
     figures = []
     for column in recall_points(columns):
-        data = []
+        data, stateless = [], []
         for method in dict.fromkeys(r.method for r in rows):
             # Every configuration of the method counts here (its variant rows too): one point per
             # state size it was run at.
             cells = [r.cells[column] for r in rows if r.method == method and column in r.cells]
             placed = [(c.median("state_bytes"), c) for cell in cells for c in (cell, *cell.others)]
+            if any(c.state_not_applicable() for _, c in placed):
+                stateless.append(method)
             for state, c in sorted((p for p in placed if p[0] and p[1].mean() is not None), key=lambda p: p[0]):
                 data.append(cell_row(method, state, format_bytes(state), c, column.label))
         if not data:
@@ -289,6 +291,8 @@ def state_figures(rows: list[Row], columns: list[Column], where: str) -> list[Fi
         caption = (f"{ACCURACY.label} against the bytes of each method's recurrent state per sequence "
                    f"(exact attention: its KV cache) on {column.label} ({where}); log x. A method run at several state "
                    f"sizes has a point for each. Bars: ± one standard deviation over seeds. {HOLLOW} {LEGEND}")
+        if stateless:
+            caption += f" Not on it: {', '.join(stateless)} (state size {NO_STATE})."
         spec = chart(title, data, Axis("state size", "bytes", log=True), metric_axis(ACCURACY, log=False),
                      Layout(error="bar"))
         figures.append(Figure("board", title, spec, caption + crowding_note(r["series"] for r in data)))

@@ -23,6 +23,7 @@ from suite.site.board import (
     HARDWARE_RULE,
     LRA_RULE,
     LRA_TASKS,
+    NO_STATE,
     PLATEAU_RULE,
     PROVENANCE_RULE,
     TEST_BUDGETS,
@@ -276,7 +277,7 @@ def board_page(env: jinja2.Environment, rows: list[Row], columns: list[Column], 
                   test_budgets=TEST_BUDGETS, clear_rule=CLEAR_RULE, lra_rule=LRA_RULE, plateau_rule=PLATEAU_RULE,
                   provenance_rule=PROVENANCE_RULE, tier_rule=TIER_RULE, hardware_rule=HARDWARE_RULE,
                   lead_rules=RULES, rule_note=RULE_NOTE, assumed_time=ASSUMED_TIME,
-                  state_band=STATE_BAND, exact_method=known.reference_method(),
+                  state_band=STATE_BAND, exact_method=known.reference_method(), no_state=NO_STATE,
                   lra_source=reference.SOURCE, fidelity_features=FIDELITY_FEATURES, **page)
 
 
@@ -296,8 +297,10 @@ def plots_page(env: jinja2.Environment, figures: list[Placed], runs: list[Run], 
     for mode in modes.registry().values():
         if mode.section:
             saved = [(run, name, plot_href(run, name)) for run in runs if run.kind == mode.kind for name in run.plots]
+            not_applicable = [run for run in runs if run.kind == mode.kind and run.status == "not_applicable"]
             sections.append({"key": mode.kind, "title": mode.section.title, "has_records": mode.kind in kinds,
-                             "figures": [f for f in figures if f.section == mode.kind], "saved": saved})
+                             "figures": [f for f in figures if f.section == mode.kind], "saved": saved,
+                             "not_applicable": not_applicable})
     return render(env, "plots.html", sections=sections, charts=bool(figures), **page)
 
 

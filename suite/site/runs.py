@@ -130,6 +130,13 @@ class Run:
         budget = self.model.config.budget
         return None if budget is None else budget.lr
 
+    @property
+    def stateless(self) -> bool:
+        """Whether the record says its method has no recurrent form (``method.capabilities``), so no
+        decoding state: its state size is not applicable (records before the field: False)."""
+        capabilities = self.model.method.capabilities
+        return capabilities is not None and "recurrent" not in capabilities
+
 
 def number(value: Any) -> float | None:
     """``value`` as a finite float, or None (booleans, text, NaN and inf are not numbers here)."""

@@ -24,4 +24,5 @@ CROSSOVER_METRICS = metric_table("""
 
 MODE = Mode(name="decode", order=3, package=__name__,
             metrics={"points": POINT_METRICS, "crossovers": CROSSOVER_METRICS},
-            section=Section("Decoding: latency and state memory against context", "sweep", "context length"))
+            section=Section("Decoding: latency and state memory against context", "sweep", "context length"),
+            needs=frozenset({"recurrent"}))

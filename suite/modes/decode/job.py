@@ -23,7 +23,7 @@ import torch
 from tqdm.auto import tqdm
 
 import methods
-from methods.base import AttentionMethod, MethodError
+from methods.base import AttentionMethod
 from suite.errors import ConfigError
 from suite.hardware import DTYPES, cpu_threads, synchronize
 from suite.metrics import format_value
@@ -55,11 +55,9 @@ def read_grid(config: Mapping) -> Grid:
 # -- the state a prompt leaves, built in parallel --------------------------------------------------
 def prompt_state(module: AttentionMethod, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> dict:
     """The decoding state after the prompt q, k, v (B,H,N,.), built in parallel by the method: the
-    state that N calls of ``module.step`` reach, up to float rounding (tests/test_decode.py checks it)."""
-    try:
-        return module.prefill_state(k, v)
-    except NotImplementedError:
-        raise MethodError(f"decode: method {module.name!r} has no prefill_state") from None
+    state that N calls of ``module.step`` reach, up to float rounding (tests/test_decode.py checks it).
+    A method without a recurrent form never gets here (the mode needs it: suite/run.py)."""
+    return module.prefill_state(k, v)
 
 
 def state_bytes(state: Mapping | tuple) -> int:

@@ -23,4 +23,4 @@ POINT_METRICS = metric_table("""
 """)
 
 MODE = Mode(name="fidelity", order=2, package=__name__, metrics={"points": POINT_METRICS},
-            section=Section("Fidelity to softmax: denominator first", "fidelity"))
+            section=Section("Fidelity to softmax: denominator first", "fidelity"), needs=frozenset({"weights"}))

@@ -27,7 +27,6 @@ import torch
 from tqdm.auto import tqdm
 
 import methods
-from suite.errors import ConfigError
 from suite.metrics import format_value
 from suite.modes.common import error_lines, heading, select_grid, text_table
 from suite.modes.fidelity import POINT_METRICS
@@ -48,14 +47,6 @@ def feature_variants(method: Mapping, grid: Mapping) -> list[dict]:
     """Option overrides, one per feature map to measure, as the method declares them for the grid's
     feature counts (FAVOR+: one per count; Taylor: its full and symmetric-half maps)."""
     return methods.get(method["name"]).fidelity_variants(list(grid["d_phi"]))
-
-
-def check_method(name: str) -> None:
-    """Only methods that declare their attention weights can be compared with exact attention."""
-    if not methods.get(name).compares_weights():
-        comparable = [m for m in methods.available() if methods.get(m).compares_weights()]
-        raise ConfigError(f"mode=fidelity: method {name!r} declares no attention weights (log_weights), so it has "
-                          f"no fidelity to measure; valid methods: {', '.join(comparable)}")
 
 
 # -- input sources ----------------------------------------------------------------------------------
@@ -148,7 +139,7 @@ def cost_fields(module: methods.AttentionMethod, n: int, d: int, e: int) -> dict
     exact = round(reference.forward_flops(1, 1, n, e, causal=False, impl="naive"))
     fields = {"exact_attention_flops": exact, "exact_attention_memory_bytes": FLOAT32_BYTES * n * n}
     features = module.resolved_options().get("num_features")
-    if features:  # a linear form: features and a state
+    if features and {"flops", "recurrent"} <= module.capabilities():  # a linear form: features and a state
         flops = round(module.forward_flops(1, 1, n, e, causal=False, impl=module.cpu_default))
         fields.update(kernelized_flops=flops, flops_vs_exact=flops / exact,
                       kernelized_memory_bytes=FLOAT32_BYTES * 2 * n * features + module.state_bytes(1, 1, n, e))
@@ -205,8 +196,7 @@ def measured_point(label: str, modules: list[torch.nn.Module], source: Mapping, 
 
 def job(config: Mapping, device: torch.device) -> JobResult:
     """mode=fidelity: every (source, N, d_phi) cell of the budget's grid, one record."""
-    method = config["method"]
-    check_method(method["name"])
+    method = config["method"]  # one that declares its weights (the mode needs them: suite/run.py)
     grid = select_grid(config)
     head_dim = config["model"]["d_model"] // config["model"]["num_heads"]
     seed = config["seed"]

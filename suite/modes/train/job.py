@@ -393,8 +393,11 @@ def job(config: Mapping, device: torch.device) -> JobResult:
     resolved = None
     try:
         outcome, model = train(config, data, device)
-        outcome.metrics["state_bytes"] = recurrent_state_bytes(model, data.info.seq_len)
-        resolved = next(m for m in model.modules() if isinstance(m, AttentionMethod)).resolved_options()
+        attention = next(m for m in model.modules() if isinstance(m, AttentionMethod))
+        # A method without a recurrent form has no decoding state: its size is not applicable (null).
+        outcome.metrics["state_bytes"] = (recurrent_state_bytes(model, data.info.seq_len)
+                                          if "recurrent" in attention.capabilities() else None)
+        resolved = attention.resolved_options()
     except Exception as exc:
         if not is_out_of_memory(exc):
             raise

@@ -1,0 +1,77 @@
+"""Methods as an outside package would write them (only ``from methods import AttentionMethod``),
+registered by no module of the suite: the tests name them by import path
+(``tests.outside_methods:StatelessSoftmax``), as ``methods.resolve`` and ``attention-suite
+check-method`` take them.
+
+- ``StatelessSoftmax``: exact attention with the core and declared FLOPs but no recurrent form and
+  no attention weights, as Nyströmformer or Linformer (LRA's roster) would be: it trains, and decode,
+  fidelity and the state axis are not applicable to it.
+- ``BrokenAttention``: a method that fails the contract in each way it can: a path that is not its
+  naive definition, a step that is not the causal form, a state and FLOPs declared wrong.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from methods import AttentionMethod
+
+STATELESS = "tests.outside_methods:StatelessSoftmax"
+BROKEN = "tests.outside_methods:BrokenAttention"
+
+
+def softmax_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, scale: float) -> torch.Tensor:
+    """softmax(q k^T * scale) v in float32, in the dtype of q."""
+    scores = torch.einsum("bhnd,bhmd->bhnm", q.float(), k.float()) * scale
+    if causal:
+        n = scores.shape[-1]
+        scores = scores.masked_fill(torch.ones(n, n, dtype=torch.bool, device=q.device).triu(1), float("-inf"))
+    return torch.einsum("bhnm,bhme->bhne", scores.softmax(-1), v.float()).to(q.dtype)
+
+
+class StatelessSoftmax(AttentionMethod):
+    name = "stateless_softmax"
+    impls = ("naive", "sdpa")
+    cpu_default = "sdpa"
+    time_in_length = "N^2"
+
+    def _forward_naive(self, q, k, v, causal):
+        return softmax_attention(q, k, v, causal, 1 / math.sqrt(q.shape[-1]))
+
+    def _forward_sdpa(self, q, k, v, causal):
+        return torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal)
+
+    def head_flops(self, n, value_dim, causal, impl):
+        """Both paths as the naive one counts: scores 2 N^2 D, weights @ v 2 N^2 E; backward twice."""
+        forward = 2.0 * n * n * (self.head_dim + value_dim)
+        return forward, 2 * forward
+
+
+class BrokenAttention(AttentionMethod):
+    name = "broken"
+    impls = ("naive", "chunk")
+    cpu_default = "chunk"
+    time_in_length = "N^2"
+
+    def _forward_naive(self, q, k, v, causal):
+        return softmax_attention(q, k, v, causal, 1 / math.sqrt(q.shape[-1]))
+
+    def _forward_chunk(self, q, k, v, causal):
+        return softmax_attention(q, k, v, causal, 1 / q.shape[-1])  # the wrong scale
+
+    def head_flops(self, n, value_dim, causal, impl):
+        return float(n), float(n)  # nothing like the products it runs
+
+    def init_state(self, batch, heads, head_dim, value_dim, device=None, dtype=None):
+        return {"v": torch.zeros(batch, heads, value_dim, device=device, dtype=dtype or torch.float32)}
+
+    def prefill_state(self, k, v):
+        return {"v": v[:, :, -1].clone()}
+
+    def step(self, q_t, k_t, v_t, state):
+        return v_t, {"v": v_t}  # attends to the last token alone
+
+    def state_bytes(self, batch, heads, n, value_dim, dtype=torch.float32):
+        return 0  # holds a value vector per head

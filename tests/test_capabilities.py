@@ -1,0 +1,205 @@
+"""Capabilities, not one contract for everything (DESIGN.md, "A method"): the core every method
+implements, the capabilities it opts into (recurrent, flops, weights), the modes that need them,
+and the record of a run a mode cannot make (status not_applicable, and why). The methods are the
+outside ones of tests/outside_methods.py, named by import path as a user would name them."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import methods
+from methods import contract
+from methods.base import CAPABILITIES, AttentionMethod, MethodError
+from methods.registry import REGISTRY
+from suite import modes, records, validate
+from suite.run import run
+from tests.outside_methods import BROKEN, STATELESS, BrokenAttention, StatelessSoftmax
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture
+def outside_registry():
+    """The registry as it was once the test is over: what the test resolves is registered for it alone."""
+    before = dict(REGISTRY)
+    yield
+    REGISTRY.clear()
+    REGISTRY.update(before)
+
+
+# -- the capabilities a class implements ------------------------------------------------------------
+def test_capabilities_are_the_ones_a_class_implements_whole():
+    assert StatelessSoftmax.capabilities() == {"flops"}
+    assert BrokenAttention.capabilities() == {"flops", "recurrent"}
+
+    class HalfRecurrent(StatelessSoftmax):
+        name = "half_recurrent"
+
+        def step(self, q_t, k_t, v_t, state):
+            return v_t, state
+
+    with pytest.raises(MethodError, match=r"^half_recurrent: implements step of the recurrent capability but not "
+                                          r"init_state, prefill_state, state_bytes; implement all of "):
+        HalfRecurrent.capabilities()
+    [failure] = contract.check_method(HalfRecurrent)  # the kit says it as its core check's failure
+    assert failure.check.kind == "core" and "capabilities: half_recurrent: implements step of" in failure.error
+
+
+def test_a_class_without_the_core_fails_the_core_check_alone():
+    class NoNaive(AttentionMethod):
+        name = "no_naive"
+        impls = ("fast",)
+        cpu_default = "slow"
+        time_in_length = "N^3"
+
+    [failure] = contract.check_method(NoNaive)
+    assert failure.check.kind == "core"
+    assert "impls: ('fast',); expected a tuple that holds 'naive'" in failure.error
+    assert "time_in_length: 'N^3'; expected one of N^2, N log N, N" in failure.error
+
+
+def test_every_mode_needs_only_known_capabilities():
+    needs = {name: mode.needs for name, mode in modes.registry().items()}
+    assert set().union(*needs.values()) <= set(CAPABILITIES)
+    assert needs["train"] == frozenset() and needs["decode"] == {"recurrent"}
+    assert needs["fidelity"] == {"weights"} and needs["kernel"] == {"flops"}
+
+
+# -- the kit on a broken method: a failure line per failed check ---------------------------------------
+def test_the_kit_names_each_way_a_broken_method_fails():
+    failures = contract.check_method(BrokenAttention)
+    kinds = {f.check.kind for f in failures}
+    assert kinds == {"path", "step", "state", "flops"}
+    assert all(f.check.impl == "chunk" for f in failures if f.check.kind == "path")
+    line = next(str(f) for f in failures if f.check.kind == "path")
+    assert line.startswith("broken path chunk B=") and "float32" in line and ": o: relative error " in line
+    assert "broken state B=2 N=5 D=16 E=7 float32: state_bytes declares 0 bytes, prefill_state holds 112" in map(
+        str, failures)
+    # stepping over one token is right even here: the step attends to the one token there is
+    assert not [f for f in failures if f.check.kind == "step" and " N=1 " in f.check.case]
+
+
+def test_the_kit_passes_a_method_without_a_recurrent_form_and_runs_no_state_check():
+    cls = StatelessSoftmax
+    kinds = {check.kind for check in contract.checks(cls)}
+    assert kinds == {"core", "path", "flops"}
+    assert contract.check_method(cls) == []
+
+
+# -- runs of a method without a recurrent form ---------------------------------------------------------
+def test_a_method_without_a_recurrent_form_trains_and_has_no_state_size(make_config, outside_registry):
+    name = methods.resolve(STATELESS).name
+    config = make_config("task=mqar", "device=cpu")
+    config["method"] = {"name": name, "impl": "auto", "options": {}}
+    path, outcome = run(config)
+    record = records.read_record(path)
+    assert outcome.status == record["status"] == "ok" and record["kind"] == "train"
+    assert record["metrics"]["state_bytes"] is None and record["metrics"]["test_accuracy"] is not None
+    assert record["method"]["capabilities"] == ["flops"]
+    assert validate.main([str(path)]) == 0
+
+
+def test_decode_of_a_method_without_a_recurrent_form_is_not_applicable(make_config, outside_registry, capsys):
+    name = methods.resolve(STATELESS).name
+    config = make_config("mode=decode", "device=cpu")
+    config["method"] = {"name": name, "impl": "auto", "options": {}}
+    path, outcome = run(config)
+    record = records.read_record(path)
+    assert outcome.status == record["status"] == "not_applicable" and record["kind"] == "decode"
+    reason = ("mode=decode needs what method 'stateless_softmax' does not implement: "
+              "recurrent (init_state, prefill_state, step, state_bytes)")
+    assert record["error"] == reason
+    assert f"stateless_softmax, mode=decode: not applicable: {reason}" in capsys.readouterr().out
+    assert validate.main([str(path)]) == 0
+    again, outcome = run(config)  # resuming: the answer is known, nothing runs and nothing is written
+    assert (again, outcome.status) == (path, "skipped")
+    assert len(list(Path(config["results_dir"]).rglob("*.json"))) == 1
+
+
+def test_a_train_record_that_states_a_state_size_of_a_method_without_one_is_a_problem(make_config, outside_registry,
+                                                                                      capsys):
+    name = methods.resolve(STATELESS).name
+    config = make_config("task=mqar", "device=cpu")
+    config["method"] = {"name": name, "impl": "auto", "options": {}}
+    path, _ = run(config)
+    record = records.read_record(path)
+    record["metrics"]["state_bytes"] = 1024
+    problems = validate.declared_problems(path, record)
+    assert [(p.field, p.expected) for p in problems] == [("metrics.state_bytes", "null (no decoding state)")]
+
+
+# -- the command line ------------------------------------------------------------------------------------
+def check_method_cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "suite", "check-method", *args], cwd=REPO, capture_output=True,
+                          text=True, timeout=600)
+
+
+def test_check_method_passes_a_builtin_method():
+    done = check_method_cli("softmax")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout == ""
+    assert "check-method softmax (capabilities: flops, recurrent, weights): all " in done.stderr
+
+
+def test_check_method_prints_a_line_per_failure_of_a_broken_method():
+    done = check_method_cli(BROKEN)
+    assert done.returncode == 1
+    lines = done.stdout.splitlines()
+    assert lines == [str(f) for f in contract.check_method(BrokenAttention)]
+    assert f"{len(lines)} of " in done.stderr
+
+
+@pytest.mark.parametrize("args, says", [
+    (("nope",), "error: unknown method 'nope'; valid methods: softmax, linear, favor, taylor, loglinear"),
+    (("tests.outside_methods:Nope",), "error: cannot import method 'tests.outside_methods:Nope'"),
+    (("torch:Tensor",), "error: 'torch:Tensor' is <class 'torch.Tensor'>, not a subclass of methods.AttentionMethod"),
+    (("softmax", "--options", "{"), "error: --options is not JSON"),
+    (("softmax", "--options", "[1]"), "error: --options must be a JSON object, got '[1]'"),
+    (("softmax", "--options", '{"window": 3}'), "error: softmax: unknown option(s) window; valid options: none"),
+])
+def test_check_method_refuses_bad_input_in_one_line(args, says):
+    done = check_method_cli(*args)
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr.startswith(says) and len(done.stderr.splitlines()) == 1, done.stderr
+
+
+
+# -- the site -------------------------------------------------------------------------------------------
+def test_the_site_shows_state_and_decode_as_not_applicable_to_a_method_without_a_recurrent_form(tmp_path):
+    from markupsafe import escape
+
+    from suite.records import new_record, write_record
+    from suite.site import build_site
+    from suite.site.board import NO_STATE
+    from tests.test_site import train_record
+
+    results = tmp_path / "results"
+    for seed in (0, 1):
+        for method, state, capabilities in (("softmax", 4096, ["flops", "recurrent", "weights"]),
+                                            ("stateless_softmax", None, ["flops"])):
+            record = train_record(method, "mqar", seed, 0.9 - 0.1 * seed)
+            record["task"]["num_kv_pairs"] = 4
+            record["metrics"]["state_bytes"] = state
+            record["method"]["capabilities"] = capabilities
+            write_record(record, results)
+    reason = "mode=decode needs what method 'stateless_softmax' does not implement: recurrent (...)"
+    write_record(new_record("decode", config={"mode": {"name": "decode"}, "seed": 0}, config_hash="dstateless",
+                            method={"name": "stateless_softmax", "impl": "auto", "params": {},
+                                    "capabilities": ["flops"]},
+                            task={"name": "mqar"}, metrics={}, env={"device": "cpu", "seed": 0},
+                            status="not_applicable", error=reason), results)
+    report = build_site(results, tmp_path / "out")
+    assert report.problems == []
+    board = (report.out_dir / "index.html").read_text()
+    assert f'<span class="config" title="{NO_STATE}">state n/a</span>' in board
+    assert board.count("state n/a") == 1 and "4.0 KiB state" in board  # softmax's KV cache
+    assert f"Not on it: stateless_softmax (state size {NO_STATE})." in board  # the caption of accuracy vs state
+    plots = (report.out_dir / "plots.html").read_text()
+    reason = str(escape(reason))  # as the pages write it
+    assert f'title="{reason}">stateless_softmax</a> ({reason})' in plots
+    runs = (report.out_dir / "runs.html").read_text()
+    assert f'title="{reason}">n/a</td>' in runs
