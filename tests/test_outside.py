@@ -41,6 +41,7 @@ class SigmoidAttention(FeatureMapAttention):
     name = "sigmoid_fm"
     impls = ("naive",)
     cpu_default = "naive"
+    time_in_length = "N^2"  # its one path is the quadratic definition (check-method measures it so)
 
     @property
     def num_features(self):

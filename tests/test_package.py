@@ -131,3 +131,124 @@ def test_an_installed_package_s_method_trains_and_its_run_page_says_what_to_inst
     assert built.returncode == 0, built.stderr[-3000:]
     [page] = [p for p in out.rglob("*.html") if "pip install sigmoid-attention==0.1.0" in p.read_text()]
     assert " method=sigpkg.attn:SigmoidAttention " in page.read_text()  # by import path: works installed or not
+
+
+BOTH_PYPROJECT = '''[build-system]
+requires = ["setuptools>=61"]
+build-backend = "setuptools.build_meta"
+
+[project]
+name = "outside-attention"
+version = "0.2.0"
+
+[project.entry-points."attention_suite.methods"]
+sigmoid_fm = "outpkg.attn:SigmoidAttention"
+stateless_softmax = "outpkg.stateless:StatelessSoftmax"
+
+[tool.setuptools]
+packages = ["outpkg"]
+'''
+
+SMALL_BOARD = {"points": ["mqar"], "state_point": "mqar", "point_group": "task", "budget": "smoke",
+               "protocol": {"name": "single", "seeds": [0]},
+               "state_axes": {"stateless_softmax": {"model.d_model": [16]}}}
+
+
+def reproduce_command(page: str) -> list[str]:
+    """The last line of a run page's reproduce block (the suite's command), as arguments."""
+    import html
+    import re
+    import shlex
+
+    [block] = re.findall(r'<pre class="command">(.*?)</pre>', page, re.S)
+    return shlex.split(html.unescape(block).strip().splitlines()[-1])
+
+
+@pytest.mark.slow
+def test_an_outside_package_joins_the_command_line_the_contract_the_board_and_the_site(installed, tmp_path,
+                                                                                       data_dir):
+    """Issue 35's must-show: a package of one's own (a sigmoid feature map on the public base, and a
+    method with no recurrent form), built and installed beside the suite's wheel; with no file of the
+    project edited, its methods train from the command line, pass ``check-method``, join a board
+    file that names no method, and appear on the site with their provenance and a reproduce command
+    that reruns the same config. The stateless one trains (no state size), and its decode record
+    and the state axis say not applicable."""
+    import yaml
+
+    from tests.test_outside import SIGMOID
+
+    source = tmp_path / "outside-attention"
+    (source / "outpkg").mkdir(parents=True)
+    (source / "outpkg" / "__init__.py").write_text("")
+    (source / "outpkg" / "attn.py").write_text(SIGMOID)
+    shutil.copy(REPO / "tests" / "outside_methods.py", source / "outpkg" / "stateless.py")  # imports only methods
+    (source / "pyproject.toml").write_text(BOTH_PYPROJECT)
+    built = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
+                            "-w", str(tmp_path / "dist"), str(source)], capture_output=True, text=True, timeout=300)
+    assert built.returncode == 0, built.stderr[-3000:]
+    [wheel] = (tmp_path / "dist").glob("outside_attention-*.whl")
+    done = subprocess.run([sys.executable, "-m", "pip", "--python", str(installed / "bin" / "python"), "install",
+                           "--no-deps", "-q", str(wheel)], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    env, results, out = clean_env(installed, tmp_path), tmp_path / "results", tmp_path / "out"
+    env["SUITE_DATA_DIR"] = str(data_dir)
+    bin_dir = installed / "bin"
+
+    def suite(*args: str, cwd: Path = tmp_path) -> subprocess.CompletedProcess:
+        return subprocess.run([str(bin_dir / "attention-suite"), *args], cwd=cwd, env=env, capture_output=True,
+                              text=True, timeout=900)
+
+    # The command line: each method by its entry point's name.
+    for name in ("sigmoid_fm", "stateless_softmax"):
+        ran = suite(f"method={name}", "task=mqar", "budget=smoke", f"results_dir={results}", f"data_dir={data_dir}")
+        assert ran.returncode == 0, ran.stderr[-3000:]
+    trained = {r["method"]["name"]: r for r in map(json.loads, map(Path.read_text, results.rglob("*.json")))}
+    assert {n: r["status"] for n, r in trained.items()} == {"sigmoid_fm": "ok", "stateless_softmax": "ok"}
+    assert trained["sigmoid_fm"]["metrics"]["state_bytes"] > 0
+    assert trained["stateless_softmax"]["metrics"]["state_bytes"] is None
+    assert trained["stateless_softmax"]["method"]["capabilities"] == ["flops"]
+    for name, record in trained.items():
+        assert record["method"]["distribution"]["name"] == "outside-attention", name
+        assert record["method"]["distribution"]["version"] == "0.2.0", name
+
+    # Decode needs a recurrent form: the stateless method's record says not applicable, and why.
+    decoded = suite("method=stateless_softmax", "mode=decode", "budget=smoke", f"results_dir={results}")
+    assert decoded.returncode == 0, decoded.stderr[-3000:]
+    [decode] = [json.loads(p.read_text()) for p in (results / "decode").rglob("*.json")]
+    assert decode["status"] == "not_applicable" and "recurrent" in decode["error"]
+
+    # The contract kit, on each by name and by import path.
+    for spec in ("sigmoid_fm", "outpkg.stateless:StatelessSoftmax"):
+        checked = suite("check-method", spec)
+        assert checked.returncode == 0, (spec, checked.stdout[-3000:], checked.stderr[-3000:])
+
+    # A board file that names no method runs every registered one, the outside two included (the two
+    # trained above are skipped: the same configs), and the stateless one's state axis too.
+    board_file = tmp_path / "small.yaml"
+    board_file.write_text(yaml.safe_dump(SMALL_BOARD))
+    boarded = suite("board", str(board_file), "--results", str(results))
+    assert boarded.returncode == 0, boarded.stderr[-3000:]
+    train = [json.loads(p.read_text()) for p in (results / "train").rglob("*.json")]
+    names = {r["method"]["name"] for r in train}
+    assert {"sigmoid_fm", "stateless_softmax", "softmax", "linear", "taylor"} <= names
+    assert all(r["status"] == "ok" for r in train)
+    widths = sorted(r["config"]["model"]["d_model"] for r in train if r["method"]["name"] == "stateless_softmax")
+    assert widths == [16, 32]  # the smoke model's width, and the state axis's
+
+    # The site: the methods with their provenance, and a reproduce command that reruns the same config.
+    site = subprocess.run([str(bin_dir / "attention-suite-site"), "--results", str(results), "--out", str(out)],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    assert site.returncode == 0, site.stderr[-3000:]
+    runs = (out / "runs.html").read_text()  # smoke runs are listed there, not on the board's tables
+    assert "sigmoid_fm" in runs and "stateless_softmax" in runs and "not_applicable" in runs
+    pages = [p.read_text() for p in out.rglob("*.html")]
+    [page] = [p for p in pages if "pip install outside-attention==0.2.0" in p and "outpkg.attn:SigmoidAttention" in p]
+    command = reproduce_command(page)
+    assert "method=outpkg.attn:SigmoidAttention" in command
+    again = tmp_path / "again"
+    rerun = subprocess.run([*command, f"results_dir={again}", f"data_dir={data_dir}"], cwd=tmp_path,
+                           env={**env, "PATH": f"{bin_dir}:{env['PATH']}"}, capture_output=True, text=True, timeout=900)
+    assert rerun.returncode == 0, rerun.stderr[-3000:]
+    [repeated] = [json.loads(p.read_text()) for p in again.rglob("*.json")]
+    assert repeated["config_hash"] == trained["sigmoid_fm"]["config_hash"]
+    assert repeated["metrics"]["test_accuracy"] == trained["sigmoid_fm"]["metrics"]["test_accuracy"]
