@@ -48,6 +48,13 @@ TRITON_SHAPES_BY_DTYPE = {torch.float32: [(2, 1, 5, 3, 16), (1, 19, 9, 8, 16)], 
 # roundings where few keys are seen (tests/test_featuremap_triton.py; 2.5e-2 seen).
 TOLERANCE = {torch.float32: 1e-4, torch.bfloat16: 1.5e-2}
 ROUNDED_FEATURES_TOLERANCE = 5e-2
+# A learned parameter's gradient sums every position's share, and some shares nearly cancel: there
+# float32 rounding is a larger part of the result than in o, dq, dk, dv. Measured on log-linear
+# attention with its decay gate (N=64, D=24, E=13, chunk 16, not causal): the float32 naive
+# definition's own dgate_bias is 5.0e-4 from the same definition in float64 (the chunked path's
+# 3.8e-4), so a bound of 1e-4 against the float32 reference tested rounding, not the path.
+PARAMETER_GRADIENT_TOLERANCE = 1e-3
+INPUT_NAMES = ("o", "dq", "dk", "dv")
 STEP_TOLERANCE = 1e-4
 # Where a query sees one key (one token, a window of one) its output is that key's value whatever
 # the weights are (up to eps): the gradients of q, k and the weights' parameters vanish there, and
@@ -172,7 +179,7 @@ def compare(reference: Mapping[str, torch.Tensor], fast: Mapping[str, torch.Tens
             if not out.abs().max() < VANISHING:
                 raise ContractError(f"{name}: {out.abs().max():.1e} where the reference vanishes")
         else:
-            assert_close(name, ref, out, tol)
+            assert_close(name, ref, out, tol if name in INPUT_NAMES else max(tol, PARAMETER_GRADIENT_TOLERANCE))
 
 
 def held_bytes(state: Any) -> int:
@@ -244,7 +251,7 @@ def check_path(cls: type[AttentionMethod], options: Mapping[str, Any], impl: str
     q, k, v = random_qkv(batch, n, naive.query_key_dim, e, dtype, device)
     reference = outputs_and_grads(naive, *(t.detach().float().requires_grad_() for t in (q, k, v)), causal)
     out = outputs_and_grads(fast, q, k, v, causal)
-    wrong = {name: t.dtype for name, t in out.items() if name in ("o", "dq", "dk", "dv") and t.dtype != dtype}
+    wrong = {name: t.dtype for name, t in out.items() if name in INPUT_NAMES and t.dtype != dtype}
     if wrong:
         raise ContractError(f"{', '.join(f'{n} in {t}' for n, t in wrong.items())} for {dtype} inputs")
     rounded_features = impl == "triton" and dtype == torch.bfloat16 and isinstance(fast, methods.FeatureMapAttention)

@@ -170,12 +170,10 @@ def test_check_method_refuses_bad_input_in_one_line(args, says):
 
 # -- the site -------------------------------------------------------------------------------------------
 def test_the_site_shows_state_and_decode_as_not_applicable_to_a_method_without_a_recurrent_form(tmp_path):
-    from markupsafe import escape
-
     from suite.records import new_record, write_record
     from suite.site import build_site
     from suite.site.board import NO_STATE
-    from tests.test_site import train_record
+    from tests.test_site import as_html, train_record
 
     results = tmp_path / "results"
     for seed in (0, 1):
@@ -199,7 +197,7 @@ def test_the_site_shows_state_and_decode_as_not_applicable_to_a_method_without_a
     assert board.count("state n/a") == 1 and "4.0 KiB state" in board  # softmax's KV cache
     assert f"Not on it: stateless_softmax (state size {NO_STATE})." in board  # the caption of accuracy vs state
     plots = (report.out_dir / "plots.html").read_text()
-    reason = str(escape(reason))  # as the pages write it
+    reason = as_html(reason)  # as the pages write it
     assert f'title="{reason}">stateless_softmax</a> ({reason})' in plots
     runs = (report.out_dir / "runs.html").read_text()
     assert f'title="{reason}">n/a</td>' in runs
