@@ -11,8 +11,8 @@ def register(cls: type) -> type:
     """Class decorator: make ``cls`` buildable under ``cls.name``."""
     name = cls.name
     if name in REGISTRY and REGISTRY[name] is not cls:
-        raise MethodError(f"method {name!r} registered twice: {qualified(REGISTRY[name]) or REGISTRY[name]!r} and "
-                          f"{qualified(cls) or cls!r}")
+        raise MethodError(f"method {name!r} registered twice: {qualified(REGISTRY[name]) or repr(REGISTRY[name])} "
+                          f"and {qualified(cls) or repr(cls)}")
     REGISTRY[name] = cls
     return cls
 
