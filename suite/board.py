@@ -213,6 +213,17 @@ def families() -> dict[str, dict]:
     return found
 
 
+def smaller_states() -> dict[str, dict[str, set]]:
+    """Per method, the size or option (its last key: ``d_model``, ``feature_dim``) and the values the
+    project's boards run as its smaller states: a run at one of them is a variant of the method,
+    never its usual configuration, however many of its runs the state axis holds."""
+    found: dict[str, dict[str, set]] = {}
+    for name in names():
+        for method, (key, values) in load(name).state_axes.items():
+            found.setdefault(method, {}).setdefault(key.rsplit(".", 1)[-1], set()).update(map(repr, values))
+    return found
+
+
 # -- running a board ------------------------------------------------------------------------------
 
 def git(repo: Path, *args: str) -> str:

@@ -395,3 +395,15 @@ def test_data_a_reader_can_reuse(tmp_path):
 
 def seeds_of(method: str, **kw) -> list[dict]:
     return [train(method, seed=s, test=0.9 + 0.01 * s, **kw) for s in range(3)]
+
+
+def test_a_state_axis_with_more_runs_than_the_default_state_is_still_the_variant(tmp_path):
+    """While a board is partial, a method's smaller state (a value of its state axis in a board file,
+    here Taylor's feature_dim 8) may hold more runs than its default state: the default is still the
+    row without a variant label."""
+    records = [train("taylor", seed=s, test=0.9, options={"feature_dim": 16}) for s in range(2)]
+    records += [train("taylor", seed=s, test=0.5, options={"feature_dim": 8}, state=512) for s in range(3)]
+    page = build(tmp_path, records)
+    usual, variant = row_html(page, "taylor"), row_html(page, r"taylor \(feature_dim=8\)")
+    assert "90.0%" in usual and "n=2" in usual
+    assert "50.0%" in variant and "n=3" in variant

@@ -410,10 +410,16 @@ def variants(runs: list[Run]) -> dict[int, str]:
     for run in runs:
         by_model.setdefault(column_of(run).model, []).append(run)
     labels = {}
+    axes = boards.smaller_states().get(runs[0].method, {}) if runs else {}
     for group in by_model.values():
         sizes = [_sizes(r) for r in group]
-        usual = {key: Counter(repr(s.get(key)) for s in sizes).most_common(1)[0][0]
-                 for key in {k for s in sizes for k in s}}
+        usual = {}
+        for key in {k for s in sizes for k in s}:
+            # The usual value is the most common one outside the boards' smaller states of the method
+            # (a state axis may hold more runs than the default state while a board is partial).
+            counts = Counter(repr(s.get(key)) for s in sizes)
+            outside = Counter({v: n for v, n in counts.items() if v not in axes.get(key, ())}) or counts
+            usual[key] = outside.most_common(1)[0][0]
         for run, own in zip(group, sizes):
             labels[id(run)] = ", ".join(f"{k}={own.get(k)}" for k in sorted(usual)
                                         if repr(own.get(k)) != usual[k])
