@@ -55,6 +55,10 @@ ROWS = {
                  "d_model": 64, "feature_name": "taylor_exp", "feature_dim": 16},
     "linear32": {"suite": ["method=linear", "model.d_model=32"],
                  "d_model": 32, "feature_name": "pos_elu", "feature_dim": 32},
+    # Zoology's Performer map (256 positive random features of q, k projected to 16) beside the
+    # suite's FAVOR+ at its default state (head-wide q, k): not the same state, the same kind of map.
+    "performer16": {"suite": ["method=favor"],
+                    "d_model": 64, "feature_name": "performer", "feature_dim": 16},
 }
 
 
