@@ -11,7 +11,8 @@ from collections.abc import Mapping
 
 from suite import records
 from suite.config import validate
-from suite.run import Outcome, run
+from suite.job import Outcome
+from suite.run import run
 
 
 def with_lr_and_seed(config: Mapping, lr: float, seed: int) -> dict:

@@ -16,7 +16,6 @@ import time
 import traceback
 import warnings
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
@@ -29,26 +28,7 @@ from suite.config import validate
 from suite.errors import USER_ERRORS, ConfigError
 from suite.hardware import cpu_threads
 from suite.interrupt import sigterm_as_interrupt
-
-
-@dataclass
-class Outcome:
-    """What a job produced: its status, an error text when not ok, and its metrics."""
-
-    status: str = "ok"
-    error: str | None = None
-    metrics: dict = field(default_factory=dict)
-
-
-@dataclass
-class JobResult:
-    """A job's outcome plus what the record says of the task it ran on."""
-
-    kind: str  # the record kind
-    outcome: Outcome
-    task: dict  # the record's ``task`` block: at least ``name``
-    resolved: dict | None = None  # the method's options as the job's module resolved them (resolved_options)
-
+from suite.job import JobResult, Outcome, is_out_of_memory
 
 # A finished run's record that could not be written, kept beside its checkpoints (not .json: no reader
 # of records under results/ sees it).
@@ -62,16 +42,6 @@ def resolve_device(name: str) -> torch.device:
     if name == "auto":
         name = "cuda" if torch.cuda.is_available() else "cpu"
     return torch.device(name)
-
-
-def is_out_of_memory(exc: BaseException) -> bool:
-    """Whether ``exc`` means the job ran out of memory: CUDA's or the CPU allocator's, or Python's."""
-    if isinstance(exc, (MemoryError, torch.cuda.OutOfMemoryError)):
-        return True
-    # torch's allocators also raise plain RuntimeErrors ("DefaultCPUAllocator: can't allocate memory",
-    # "CUDA out of memory" from some kernels)
-    text = str(exc)
-    return isinstance(exc, RuntimeError) and ("out of memory" in text or "can't allocate memory" in text)
 
 
 def find_finished(results_dir: str | Path, config_hash: str) -> Path | None:

@@ -26,10 +26,10 @@ import methods
 from methods.base import AttentionMethod
 from suite.errors import ConfigError
 from suite.hardware import DTYPES, cpu_threads, synchronize
+from suite.job import JobResult, Outcome, is_out_of_memory
 from suite.metrics import format_value
 from suite.modes.common import error_lines, heading, select_grid, text_table
 from suite.modes.decode import CROSSOVER_METRICS, POINT_METRICS
-from suite.run import JobResult, Outcome, is_out_of_memory
 from suite.scaling import better_from
 
 

@@ -14,10 +14,10 @@ from collections.abc import Mapping
 import torch
 
 from suite.hardware import cpu_threads, high_water_mark_usable
+from suite.job import JobResult, Outcome
 from suite.modes.common import error_lines, heading, select_grid
 from suite.modes.kernel import report
 from suite.modes.kernel.sweep import run_sweep
-from suite.run import JobResult, Outcome
 
 TASK_NAME = "attention_op"
 

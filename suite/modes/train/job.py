@@ -22,11 +22,11 @@ from suite import checkpoint, logger, records
 from suite.data import capped, collate, real_tokens
 from suite.errors import ConfigError
 from suite.hardware import RunMemory, synchronize
+from suite.job import JobResult, Outcome, is_out_of_memory
 from suite.metrics import format_value
 from suite.model import build_model, token_loss
 from suite.modes.common import heading
 from suite.modes.train import RECORD_METRICS
-from suite.run import JobResult, Outcome, is_out_of_memory
 from tasks.base import TaskData
 
 SPLIT_LIMITS = ("num_train", "num_val", "num_test")
