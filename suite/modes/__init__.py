@@ -89,6 +89,17 @@ def available() -> tuple[str, ...]:
     return tuple(registry())
 
 
+def declared(kind: str | None = None) -> dict[str, Metric]:
+    """The metrics the modes declare (suite/modes/<mode>/__init__.py) for records of ``kind``, or
+    for every kind, by name, in declaration order (a name declared by two modes: the first)."""
+    found: dict[str, Metric] = {}
+    for mode in registry().values():
+        if kind in (None, mode.kind):
+            for metric in mode.all_metrics():
+                found.setdefault(metric.name, metric)
+    return found
+
+
 def get(name: str) -> Mode:
     """The mode ``name``; KeyError naming the valid ones."""
     modes = registry()
