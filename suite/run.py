@@ -1,11 +1,11 @@
 """One run from a resolved config to a written record: validate, pick the device, run the mode's
 job, write the record, print the job's summary and where the record went.
 
-A mode is a package under suite/modes/ (see suite.modes) whose job module has ``job(config, device)
--> JobResult`` and ``summary(record) -> str``; each mode also has ``conf/mode/<name>.yaml``. A mode
-that needs a capability the method lacks (``Mode.needs``) runs no job: its record says not_applicable
-and why. This
-module imports no Hydra, so a job can run from a plain dict (e.g. on a GPU host without hydra-core).
+A mode is a package under suite/modes/ (see suite.modes) whose job module has ``job(config, device,
+config_hash) -> JobResult`` (suite/job.py) and ``summary(record) -> str``; each mode also has
+``conf/mode/<name>.yaml``. A mode that needs a capability the method lacks (``Mode.needs``) runs no
+job: its record says not_applicable and why. This module imports no Hydra, so a job can run from a
+plain dict (e.g. on a GPU host without hydra-core).
 """
 
 from __future__ import annotations
@@ -85,13 +85,21 @@ def summary_text(module, record: Mapping) -> str:
 
 def run(config: Mapping, resume: bool = True) -> tuple[Path, Outcome]:
     """Run one job of ``config`` (a resolved plain dict); return the record path and outcome.
+    ``config`` is checked here (the boundary: past it, the config is trusted); ``run_checked`` runs
+    one that was (the protocol checks its config once for all its runs)."""
+    validate(config)
+    return run_checked(config, resume)
+
+
+def run_checked(config: Mapping, resume: bool = True) -> tuple[Path, Outcome]:
+    """Run one job of ``config``, checked already (suite.config.validate). Its config hash is
+    computed here, once, and handed to the job.
 
     When resuming (a sweep), a job whose config hash already has an ok record in ``results_dir`` is
     skipped (the path of that record is returned) unless ``force`` is set. A job that fails is recorded with status
     ``error`` rather than raised, so a sweep goes on; user mistakes are raised before any work.
     """
     started = time.perf_counter()
-    validate(config)  # the boundary: past it, the config is trusted
     mode = config["mode"]["name"]
     module = modes.get(mode).job_module()
     method_class = methods.get(config["method"]["name"])  # unknown method (the registry's own message): before any work
@@ -121,7 +129,7 @@ def run(config: Mapping, resume: bool = True) -> tuple[Path, Outcome]:
                                    outcome=Outcome(status="not_applicable", error=not_applicable))
             else:
                 with cpu_threads(config.get("cpu_threads"), device):
-                    result = module.job(config, device)
+                    result = module.job(config, device, config_hash)
         except USER_ERRORS:
             if made_results_dir:  # a refused command leaves nothing behind, not even an empty folder
                 remove_if_empty(Path(config["results_dir"]))

@@ -18,7 +18,7 @@ from torch.utils.data import DataLoader
 from tqdm.auto import tqdm
 
 import tasks
-from suite import checkpoint, logger, records
+from suite import checkpoint, logger
 from suite.data import capped, collate, real_tokens
 from suite.hardware import RunMemory, synchronize
 from suite.job import Outcome
@@ -122,12 +122,12 @@ class Progress:
     best_state: dict | None = None  # the weights at best_step, on the CPU
 
 
-def train(config: Mapping, data: TaskData, device: torch.device) -> tuple[Outcome, torch.nn.Module]:
+def train(config: Mapping, data: TaskData, device: torch.device, config_hash: str) -> tuple[Outcome, torch.nn.Module]:
     """Train ``config['method']`` on ``data`` under ``config['budget']``; return the outcome and the
     model (holding the weights of the best validation step when the run is ok). Saves a checkpoint
     every ``budget.checkpoint_every`` steps and when stopped by a signal; continues from the
     newest one of this config unless ``resume`` is false."""
-    run, progress = build_run(config, data, device)
+    run, progress = build_run(config, data, device, config_hash)
     if config.get("resume", True):
         resume(run, progress)
     outcome = Outcome()
@@ -143,7 +143,7 @@ def train(config: Mapping, data: TaskData, device: torch.device) -> tuple[Outcom
     return outcome, run.model
 
 
-def build_run(config: Mapping, data: TaskData, device: torch.device) -> tuple[Run, Progress]:
+def build_run(config: Mapping, data: TaskData, device: torch.device, config_hash: str) -> tuple[Run, Progress]:
     """The model (initialised from the seed), AdamW with warm-up + cosine, and the loaders, in the
     order that fixes every random draw; then the memory measure, from the built run on."""
     budget, seed = config["budget"], config["seed"]
@@ -164,7 +164,6 @@ def build_run(config: Mapping, data: TaskData, device: torch.device) -> tuple[Ru
         for name, split in (("val", data.val), ("test", data.test))
     }
     progress = Progress(started=started, epoch_start=order.get_state())
-    config_hash = records.config_hash(config, device.type)
     run = Run(device=device, budget=budget, model=model, param_count=param_count, optimizer=optimizer,
               scheduler=scheduler, order=order, train_loader=train_loader, eval_loader=eval_loader,
               config_hash=config_hash, saves_to=checkpoint.folder(config["results_dir"], config_hash),

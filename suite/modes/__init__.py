@@ -2,7 +2,8 @@
 methods are: its ``__init__`` declares ``MODE``, a :class:`Mode` (its name, its metrics, its section
 of the site), and the package holds three modules of fixed names:
 
-- ``job.py``: ``job(config, device) -> JobResult`` and ``summary(record) -> str``;
+- ``job.py``: ``job(config, device, config_hash) -> JobResult`` (suite/job.py; the run checks the config
+  and hashes it once, and hands both over) and ``summary(record) -> str``;
 - ``config.py``: ``Run``, the schema of the config blocks the mode reads (its own keys and grids),
   which suite/config.py checks beside what every run reads;
 - ``schema.py``: ``Metrics``, the model of its records' ``metrics`` (suite/schema.py builds the

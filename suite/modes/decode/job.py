@@ -215,7 +215,7 @@ def build(method: Mapping, head_dim: int, grid: Grid, device: torch.device) -> A
     return module.to(device).eval()
 
 
-def job(config: Mapping, device: torch.device) -> JobResult:
+def job(config: Mapping, device: torch.device, config_hash: str) -> JobResult:
     """mode=decode: sweep the method, then the reference (softmax), and compare them."""
     grid = read_grid(config)
     heads, head_dim = head_sizes(config["model"])

@@ -16,7 +16,7 @@ import torch
 from torch import nn
 
 import methods
-from suite import training
+from suite import records, training
 from suite.errors import ConfigError
 from suite.model import Decoder, MultiHeadAttention, build_model
 from suite.records import write_atomically
@@ -59,7 +59,8 @@ def trained_model(cfg: Mapping, device: torch.device) -> tuple[nn.Module, object
         model.load_state_dict(payload["state_dict"])
         trained_now = False
     else:
-        outcome, model = training.train(cfg, data, device)
+        # The capture model is a run of its own config, with its own hash (its checkpoints' folder).
+        outcome, model = training.train(cfg, data, device, records.config_hash(cfg, device.type))
         if outcome.status != "ok":
             raise RuntimeError(f"training the softmax model to capture from ended {outcome.status}: {outcome.error}")
         payload = {

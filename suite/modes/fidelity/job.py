@@ -194,7 +194,7 @@ def measured_point(label: str, modules: list[torch.nn.Module], source: Mapping, 
 
 # -- the job ----------------------------------------------------------------------------------------
 
-def job(config: Mapping, device: torch.device) -> JobResult:
+def job(config: Mapping, device: torch.device, config_hash: str) -> JobResult:
     """mode=fidelity: every (source, N, d_phi) cell of the budget's grid, one record."""
     method = config["method"]  # one that declares its weights (the mode needs them: suite/run.py)
     grid = select_grid(config)

@@ -39,7 +39,7 @@ def device_properties(device: torch.device) -> dict | None:
             "capability": f"{props.major}.{props.minor}", "multiprocessors": props.multi_processor_count}
 
 
-def job(config: Mapping, device: torch.device) -> JobResult:
+def job(config: Mapping, device: torch.device, config_hash: str) -> JobResult:
     """mode=kernel: sweep the grid, derive slopes and crossovers, return the points and summary."""
     grid = select_grid(config)
     load_before = load_average()

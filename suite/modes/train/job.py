@@ -19,7 +19,7 @@ from suite.modes.common import heading
 from suite.modes.train import RECORD_METRICS
 
 
-def job(config: Mapping, device: torch.device) -> JobResult:
+def job(config: Mapping, device: torch.device, config_hash: str) -> JobResult:
     """mode=train: train on the task, test at the best validation step."""
     tasks.loader(config["task"]["name"])  # unknown task: fail before any work
     data = training.load_data(config)
@@ -29,7 +29,7 @@ def job(config: Mapping, device: torch.device) -> JobResult:
                           f"use a model with position: none (e.g. model=hybrid)")
     resolved = None
     try:
-        outcome, model = training.train(config, data, device)
+        outcome, model = training.train(config, data, device, config_hash)
         attention = next(m for m in model.modules() if isinstance(m, AttentionMethod))
         # A method without a recurrent form has no decoding state: its size is not applicable (null).
         outcome.metrics["state_bytes"] = (recurrent_state_bytes(model, data.info.seq_len)
