@@ -98,7 +98,7 @@ def board_config(extra: list[str]) -> dict:
 
 def board_data(extra: list[str]):
     """The suite's splits and config at the board point, exactly as its train job loads them."""
-    from suite.modes.train.job import load_data
+    from suite.training import load_data
 
     config = board_config(extra)
     return config, load_data(config)

@@ -4,7 +4,7 @@ pre-emption goes on from where the run was and ends with the same result (DESIGN
 A checkpoint is one torch file, ``<results_dir>/.checkpoints/<config_hash>/step-<step>.pt``: not
 ``.json``, so no reader of records sees it. It is written atomically; the last two are kept; a run
 that ends with any status but ``interrupted`` deletes them (suite.run). What goes into one is the
-train loop's business (suite.modes.train.job); this module writes, finds, checks and reads them, and holds a
+train loop's business (suite.training); this module writes, finds, checks and reads them, and holds a
 stopping signal until the loop is between two steps, where a checkpoint is of a whole step.
 """
 

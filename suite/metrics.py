@@ -1,5 +1,6 @@
 """Metrics declared once: name, label, unit and which direction is better. Each mode declares its
-own (suite/modes/<mode>/__init__.py), as a table (``metric_table``); ``declared()`` gathers them.
+own (suite/modes/<mode>/__init__.py), as a table (``metric_table``); the modes' registry gathers them
+(``suite.modes.declared()``): this module imports no mode.
 
 The summary table, the record and the site all read these declarations, so a metric is named and
 formatted the same way everywhere.
@@ -36,19 +37,6 @@ def metric_table(text: str) -> tuple[Metric, ...]:
         name, label, unit, better = cells
         found.append(Metric(name, label, unit, better or None))
     return tuple(found)
-
-
-def declared(kind: str | None = None) -> dict[str, Metric]:
-    """The metrics the modes declare (suite/modes/<mode>/__init__.py) for records of ``kind``, or
-    for every kind, by name, in declaration order (a name declared by two modes: the first)."""
-    from suite import modes  # the modes import this module for Metric
-
-    found: dict[str, Metric] = {}
-    for mode in modes.registry().values():
-        if kind in (None, mode.kind):
-            for metric in mode.all_metrics():
-                found.setdefault(metric.name, metric)
-    return found
 
 
 def format_bytes(value: float) -> str:

@@ -224,3 +224,23 @@ def build_model(backbone: str, info, model: Mapping, method: Mapping) -> nn.Modu
 def token_loss(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
     """Cross-entropy of a model's predictions (M, C) against their labels (M,)."""
     return F.cross_entropy(logits.float(), labels)
+
+
+def state_bytes(state: Mapping | tuple) -> int:
+    """The bytes of every tensor in a decoding state (a KV cache counts its allocated capacity)."""
+    tensors = state.values() if isinstance(state, Mapping) else state
+    return sum(t.nbytes for t in tensors)
+
+
+def recurrent_state_bytes(model: torch.nn.Module, seq_len: int) -> int:
+    """Bytes of the decoding state each attention layer holds after a full-length prompt of one
+    sequence, summed over layers, as the method itself builds it (``prefill_state``): the
+    recurrent state size against which Zoology and Based plot recall (softmax: its KV cache)."""
+    total = 0
+    for layer in (m for m in model.modules() if isinstance(m, MultiHeadAttention)):
+        attention, device = layer.attention, layer.qkv.weight.device
+        with torch.no_grad():
+            k, v = (torch.randn(1, layer.num_heads, seq_len, width, device=device)
+                    for width in (attention.query_key_dim, attention.head_dim))
+            total += state_bytes(layer.attention.prefill_state(k, v))
+    return total

@@ -11,7 +11,8 @@ from collections.abc import Mapping
 
 from suite import records
 from suite.config import validate
-from suite.run import Outcome, run
+from suite.job import Outcome
+from suite.run import run_checked
 
 
 def with_lr_and_seed(config: Mapping, lr: float, seed: int) -> dict:
@@ -39,15 +40,16 @@ def rate_past_edge(tried: list[float], chosen: float) -> float | None:
 
 def run_protocol(config: Mapping, resume: bool) -> Outcome:
     """Run ``config`` under its protocol; the outcome of the last run (interrupted stops at once)."""
-    validate(config)  # before the first run of a sweep: protocol.lrs and protocol.seeds too
+    validate(config)  # once, before the first run: protocol.lrs and protocol.seeds too (a run's
+    # learning rate and seed are one of these, or a rate past their edge)
     protocol = config.get("protocol") or {"name": "single"}
     if protocol["name"] == "single":
-        return run(config, resume=resume)[1]
+        return run_checked(config, resume=resume)[1]
     lrs, seeds = protocol["lrs"], protocol["seeds"]
     swept = []
     for i, lr in enumerate(lrs, 1):
         print(f"lr_sweep: learning rate {i}/{len(lrs)}: {lr:g} (seed {seeds[0]})", flush=True)
-        path, outcome = run(with_lr_and_seed(config, lr, seeds[0]), resume=True)
+        path, outcome = run_checked(with_lr_and_seed(config, lr, seeds[0]), resume=True)
         if outcome.status == "interrupted":
             return outcome
         swept.append(records.read_record(path))
@@ -63,7 +65,7 @@ def run_protocol(config: Mapping, resume: bool) -> Outcome:
         added[side] += 1
         print(f"lr_sweep: the best rate {chosen:g} sits at an edge of the rates tried; adding {beyond:g} "
               f"(seed {seeds[0]})", flush=True)
-        path, outcome = run(with_lr_and_seed(config, beyond, seeds[0]), resume=True)
+        path, outcome = run_checked(with_lr_and_seed(config, beyond, seeds[0]), resume=True)
         if outcome.status == "interrupted":
             return outcome
         swept.append(records.read_record(path))
@@ -76,7 +78,7 @@ def run_protocol(config: Mapping, resume: bool) -> Outcome:
     print(f"lr_sweep: validation accuracy by rate {{{tried}}}; chosen {chosen:g}", flush=True)
     for seed in seeds[1:]:
         print(f"lr_sweep: seed {seed} at learning rate {chosen:g}", flush=True)
-        _, outcome = run(with_lr_and_seed(config, chosen, seed), resume=True)
+        _, outcome = run_checked(with_lr_and_seed(config, chosen, seed), resume=True)
         if outcome.status == "interrupted":
             return outcome
     return outcome

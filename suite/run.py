@@ -1,11 +1,11 @@
 """One run from a resolved config to a written record: validate, pick the device, run the mode's
 job, write the record, print the job's summary and where the record went.
 
-A mode is a package under suite/modes/ (see suite.modes) whose job module has ``job(config, device)
--> JobResult`` and ``summary(record) -> str``; each mode also has ``conf/mode/<name>.yaml``. A mode
-that needs a capability the method lacks (``Mode.needs``) runs no job: its record says not_applicable
-and why. This
-module imports no Hydra, so a job can run from a plain dict (e.g. on a GPU host without hydra-core).
+A mode is a package under suite/modes/ (see suite.modes) whose job module has ``job(config, device,
+config_hash) -> JobResult`` (suite/job.py) and ``summary(record) -> str``; each mode also has
+``conf/mode/<name>.yaml``. A mode that needs a capability the method lacks (``Mode.needs``) runs no
+job: its record says not_applicable and why. This module imports no Hydra, so a job can run from a
+plain dict (e.g. on a GPU host without hydra-core).
 """
 
 from __future__ import annotations
@@ -16,7 +16,6 @@ import time
 import traceback
 import warnings
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
@@ -29,26 +28,7 @@ from suite.config import validate
 from suite.errors import USER_ERRORS, ConfigError
 from suite.hardware import cpu_threads
 from suite.interrupt import sigterm_as_interrupt
-
-
-@dataclass
-class Outcome:
-    """What a job produced: its status, an error text when not ok, and its metrics."""
-
-    status: str = "ok"
-    error: str | None = None
-    metrics: dict = field(default_factory=dict)
-
-
-@dataclass
-class JobResult:
-    """A job's outcome plus what the record says of the task it ran on."""
-
-    kind: str  # the record kind
-    outcome: Outcome
-    task: dict  # the record's ``task`` block: at least ``name``
-    resolved: dict | None = None  # the method's options as the job's module resolved them (resolved_options)
-
+from suite.job import JobResult, Outcome, is_out_of_memory
 
 # A finished run's record that could not be written, kept beside its checkpoints (not .json: no reader
 # of records under results/ sees it).
@@ -62,16 +42,6 @@ def resolve_device(name: str) -> torch.device:
     if name == "auto":
         name = "cuda" if torch.cuda.is_available() else "cpu"
     return torch.device(name)
-
-
-def is_out_of_memory(exc: BaseException) -> bool:
-    """Whether ``exc`` means the job ran out of memory: CUDA's or the CPU allocator's, or Python's."""
-    if isinstance(exc, (MemoryError, torch.cuda.OutOfMemoryError)):
-        return True
-    # torch's allocators also raise plain RuntimeErrors ("DefaultCPUAllocator: can't allocate memory",
-    # "CUDA out of memory" from some kernels)
-    text = str(exc)
-    return isinstance(exc, RuntimeError) and ("out of memory" in text or "can't allocate memory" in text)
 
 
 def find_finished(results_dir: str | Path, config_hash: str) -> Path | None:
@@ -115,13 +85,21 @@ def summary_text(module, record: Mapping) -> str:
 
 def run(config: Mapping, resume: bool = True) -> tuple[Path, Outcome]:
     """Run one job of ``config`` (a resolved plain dict); return the record path and outcome.
+    ``config`` is checked here (the boundary: past it, the config is trusted); ``run_checked`` runs
+    one that was (the protocol checks its config once for all its runs)."""
+    validate(config)
+    return run_checked(config, resume)
+
+
+def run_checked(config: Mapping, resume: bool = True) -> tuple[Path, Outcome]:
+    """Run one job of ``config``, checked already (suite.config.validate). Its config hash is
+    computed here, once, and handed to the job.
 
     When resuming (a sweep), a job whose config hash already has an ok record in ``results_dir`` is
     skipped (the path of that record is returned) unless ``force`` is set. A job that fails is recorded with status
     ``error`` rather than raised, so a sweep goes on; user mistakes are raised before any work.
     """
     started = time.perf_counter()
-    validate(config)  # the boundary: past it, the config is trusted
     mode = config["mode"]["name"]
     module = modes.get(mode).job_module()
     method_class = methods.get(config["method"]["name"])  # unknown method (the registry's own message): before any work
@@ -151,7 +129,7 @@ def run(config: Mapping, resume: bool = True) -> tuple[Path, Outcome]:
                                    outcome=Outcome(status="not_applicable", error=not_applicable))
             else:
                 with cpu_threads(config.get("cpu_threads"), device):
-                    result = module.job(config, device)
+                    result = module.job(config, device, config_hash)
         except USER_ERRORS:
             if made_results_dir:  # a refused command leaves nothing behind, not even an empty folder
                 remove_if_empty(Path(config["results_dir"]))

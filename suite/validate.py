@@ -225,7 +225,7 @@ def build_method(record: dict, head_dim: int, layer: int = 0):
 
 def train_state_bytes(record: dict) -> int:
     """The decoding state after a full-length prompt, summed over attention layers, as the method
-    declares it (``state_bytes``); what suite/modes/train/job.py measures from ``prefill_state``."""
+    declares it (``state_bytes``); what suite/model.py (recurrent_state_bytes) measures from ``prefill_state``."""
     model = record["config"]["model"]
     mixers = model.get("mixers") or ["attention"]
     layers = [mixers[i % len(mixers)] for i in range(model["num_layers"])].count("attention")

@@ -22,8 +22,8 @@ import pytest
 from hydra.core.global_hydra import GlobalHydra
 
 import suite.logger
-import suite.modes.train.job
 import suite.records
+import suite.training
 from suite import records
 from suite.__main__ import main as cli_main
 from suite.errors import ConfigError
@@ -123,7 +123,7 @@ def test_an_interrupt_exits_130_and_stops_a_sweep(tmp_path, data_dir, monkeypatc
     monkeypatch.setenv("SUITE_HYDRA_DIR", str(tmp_path / "hydra"))
     args = [*FAST, "budget=smoke", "budget.max_steps=2", f"data_dir={data_dir}", f"results_dir={results}"]
     if where == "while loading data":
-        monkeypatch.setattr(suite.modes.train.job, "load_data", interrupt)
+        monkeypatch.setattr(suite.training, "load_data", interrupt)
     else:
         args = ["-m", *args, "seed=1,2"]
         monkeypatch.setattr(suite.logger.NullLogger, "log", interrupt)  # Ctrl-C at the first step
@@ -182,7 +182,7 @@ def fail_with_memory_error(*args, **kwargs):
     ("loading data", ("load_data", fail_with_memory_error), "MemoryError"),
 ])
 def test_running_out_of_memory_is_recorded_as_oom(make_config, monkeypatch, where, replace, says):
-    monkeypatch.setattr(suite.modes.train.job, *replace)
+    monkeypatch.setattr(suite.training, *replace)
     path, outcome = run(make_config(*FAST))
     record = records.read_record(path)
     assert record["status"] == outcome.status == "oom", where
@@ -308,7 +308,7 @@ def test_an_unwritable_results_folder_is_refused_before_training(make_config, mo
     results = tmp_path / ("results" if case == "disk full" else "a_file/results")
     config = make_config(*FAST, f"results_dir={results}")
     loaded = []
-    monkeypatch.setattr(suite.modes.train.job, "load_data", lambda config: loaded.append(config))
+    monkeypatch.setattr(suite.training, "load_data", lambda config: loaded.append(config))
     if case == "disk full":
         monkeypatch.setattr(suite.records.os, "write", disk_full)  # os.write of the writability probe
     says = "No space left on device" if case == "disk full" else "Not a directory"
@@ -360,7 +360,7 @@ def test_a_record_that_cannot_be_written_is_kept_and_the_same_command_writes_it_
     monkeypatch.undo()  # the cause fixed: room on the disk, or the file moved away
     if folder.is_file():
         folder.unlink()
-    monkeypatch.setattr(suite.modes.train.job, "load_data", lambda config: pytest.fail("trained again"))
+    monkeypatch.setattr(suite.training, "load_data", lambda config: pytest.fail("trained again"))
     path, outcome = run(config)
     assert outcome.status == "ok" and records.read_record(path) == finished  # the finished run's own record
     assert "written: the record a finished run of this config could not write" in capsys.readouterr().out
@@ -415,7 +415,7 @@ def test_records_hold_no_secret_user_name_or_home(make_config, monkeypatch, tmp_
     if status == "error":  # an error text naming a file in the home directory
         def fail(config):
             raise RuntimeError(f"cannot read {home}/datasets/broken.arrow")
-        monkeypatch.setattr(suite.modes.train.job, "load_data", fail)
+        monkeypatch.setattr(suite.training, "load_data", fail)
     config = make_config(*FAST, f"results_dir={home}/results")
     path, outcome = run(config)
     assert outcome.status == status

@@ -9,6 +9,7 @@ import torch
 
 import methods
 from methods.base import MethodError
+from suite import records
 from suite.model import MultiHeadAttention
 from suite.modes.fidelity import job as fidelity
 from suite.modes.fidelity.fit import fit_to_softmax, mean_cross_entropy, split_queries
@@ -131,7 +132,7 @@ def test_fidelity_fits_on_captured_queries_and_measures_both_maps_on_the_held_ou
     config = make_config("mode=fidelity", "method=hedgehog", "mode.grids.smoke.d_phi=[8]",
                          "mode.grids.smoke.seq_lens=[32]", "mode.grids.smoke.score_stds=[1.0]",
                          "mode.grids.smoke.queries=32", "mode.grids.smoke.fit.steps=20")
-    result = fidelity.job(config, torch.device("cpu"))
+    result = fidelity.job(config, torch.device("cpu"), records.config_hash(config, "cpu"))
     points = result.outcome.metrics["points"]
     by_map = {(p["method"], p["source_kind"]) for p in points}
     assert by_map == {("hedgehog", "synthetic"), ("hedgehog", "captured"), ("hedgehog fitted", "captured")}
@@ -147,6 +148,6 @@ def test_fidelity_fits_on_captured_queries_and_measures_both_maps_on_the_held_ou
     assert rendered[0].startswith("map") and any(row.startswith("hedgehog fitted") for row in rendered)
     # A method with nothing to fit is measured on the same held-out queries, and only as built.
     config["method"] = {"name": "linear", "impl": "auto", "options": {"chunk_size": 64}}
-    linear = fidelity.job(config, torch.device("cpu")).outcome.metrics["points"]
+    linear = fidelity.job(config, torch.device("cpu"), records.config_hash(config, "cpu")).outcome.metrics["points"]
     assert {p["method"] for p in linear} == {"linear"}
     assert next(p for p in linear if p["source_kind"] == "captured")["queries"] == initial["queries"]

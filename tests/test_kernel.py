@@ -100,7 +100,7 @@ def test_a_failing_point_is_an_error_point_not_a_crash():
 
 
 def test_host_allocation_failures_count_as_oom():
-    from suite.run import is_out_of_memory  # the one test of out-of-memory every job uses
+    from suite.job import is_out_of_memory  # the one test of out-of-memory every job uses
 
     assert is_out_of_memory(MemoryError())
     assert is_out_of_memory(

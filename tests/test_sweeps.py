@@ -78,12 +78,12 @@ def test_unknown_launcher_lists_the_valid_ones():
 
 
 def test_a_failing_job_is_recorded_and_does_not_raise(make_config, monkeypatch):
-    import suite.modes.train.job
+    import suite.training
 
     def explode(*args, **kwargs):
         raise RuntimeError("simulated failure in the middle of training")
 
-    monkeypatch.setattr(suite.modes.train.job, "train", explode)
+    monkeypatch.setattr(suite.training, "train", explode)
     path, outcome = run(make_config())
     record = records.read_record(path)
     assert outcome.status == "error" and record["status"] == "error"

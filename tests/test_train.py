@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-import suite.modes.train.job
+import suite.training
 from suite import records
 from suite.config import validate
 from suite.errors import ConfigError
@@ -21,7 +21,7 @@ def train_record(config: dict) -> dict:
 
 def test_target_val_accuracy_stops_at_the_first_eval_that_reaches_it(make_config, monkeypatch):
     # A smoke run learns nothing, so validation is fixed: every check reads 0.5.
-    monkeypatch.setattr(suite.modes.train.job, "evaluate", lambda *args, **kwargs: 0.5)
+    monkeypatch.setattr(suite.training, "evaluate", lambda *args, **kwargs: 0.5)
     config = make_config("method=linear", "task=mqar", "budget.target_val_accuracy=0.5")
     budget = config["budget"]
     assert budget["max_steps"] > budget["eval_every"]  # else there would be nothing to stop early
@@ -31,7 +31,7 @@ def test_target_val_accuracy_stops_at_the_first_eval_that_reaches_it(make_config
 
 
 def test_unreached_target_runs_every_step(make_config, monkeypatch):
-    monkeypatch.setattr(suite.modes.train.job, "evaluate", lambda *args, **kwargs: 0.5)
+    monkeypatch.setattr(suite.training, "evaluate", lambda *args, **kwargs: 0.5)
     config = make_config("method=linear", "task=mqar", "budget.target_val_accuracy=0.75")
     metrics = train_record(config)["metrics"]
     assert metrics["stopped_early"] is False and metrics["steps"] == config["budget"]["max_steps"]
@@ -40,7 +40,7 @@ def test_unreached_target_runs_every_step(make_config, monkeypatch):
 def test_the_record_keeps_the_validation_curve(make_config, monkeypatch):
     values = [0.25, 0.5, 0.75, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0]
     readings = iter(values)
-    monkeypatch.setattr(suite.modes.train.job, "evaluate", lambda *args, **kwargs: next(readings))
+    monkeypatch.setattr(suite.training, "evaluate", lambda *args, **kwargs: next(readings))
     config = make_config("method=linear", "task=mqar")
     metrics = train_record(config)["metrics"]
     every, steps = config["budget"]["eval_every"], metrics["steps"]

@@ -2,7 +2,8 @@
 methods are: its ``__init__`` declares ``MODE``, a :class:`Mode` (its name, its metrics, its section
 of the site), and the package holds three modules of fixed names:
 
-- ``job.py``: ``job(config, device) -> JobResult`` and ``summary(record) -> str``;
+- ``job.py``: ``job(config, device, config_hash) -> JobResult`` (suite/job.py; the run checks the config
+  and hashes it once, and hands both over) and ``summary(record) -> str``;
 - ``config.py``: ``Run``, the schema of the config blocks the mode reads (its own keys and grids),
   which suite/config.py checks beside what every run reads;
 - ``schema.py``: ``Metrics``, the model of its records' ``metrics`` (suite/schema.py builds the
@@ -87,6 +88,17 @@ def registry() -> dict[str, Mode]:
 
 def available() -> tuple[str, ...]:
     return tuple(registry())
+
+
+def declared(kind: str | None = None) -> dict[str, Metric]:
+    """The metrics the modes declare (suite/modes/<mode>/__init__.py) for records of ``kind``, or
+    for every kind, by name, in declaration order (a name declared by two modes: the first)."""
+    found: dict[str, Metric] = {}
+    for mode in registry().values():
+        if kind in (None, mode.kind):
+            for metric in mode.all_metrics():
+                found.setdefault(metric.name, metric)
+    return found
 
 
 def get(name: str) -> Mode:

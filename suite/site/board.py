@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from suite import board as boards
-from suite.metrics import declared
+from suite.modes import declared
 from suite.records import cell_key, select_lr
 from suite.site import known, reference
 from suite.site.runs import Run, number, safe_name

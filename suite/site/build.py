@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from suite import modes, schema
-from suite.metrics import declared as declared_metrics
+from suite.modes import declared as declared_metrics
 from suite.site import downloads, pages, render
 from suite.site.board import board_columns, board_rows, conflict_messages, reference_rows
 from suite.site.curves import curve_pages, page_path

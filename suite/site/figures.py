@@ -19,7 +19,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from suite import scaling
-from suite.metrics import Metric, declared, format_bytes, format_value
+from suite.metrics import Metric, format_bytes, format_value
+from suite.modes import declared
 from suite.schema import Statistics, sweep_layout
 from suite.site import known
 from suite.site.board import ACCURACY, NO_STATE, RECALL_FAMILIES, VERDICTS, Cell, Column, Row, format_lr, verdict

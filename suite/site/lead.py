@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-from suite.metrics import declared, format_bytes
+from suite.metrics import format_bytes
+from suite.modes import declared
 from suite.site import known
 from suite.site.board import LRA_TASKS, Cell, Column, Row, board_tables
 from suite.site.figures import (

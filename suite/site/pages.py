@@ -15,7 +15,8 @@ from typing import Any
 import jinja2
 
 from suite import modes
-from suite.metrics import Metric, declared, format_value
+from suite.metrics import Metric, format_value
+from suite.modes import declared
 from suite.site import known, reference
 from suite.site.board import (
     ACCURACY,

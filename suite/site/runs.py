@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from suite import metrics as declared
-from suite import records
+from suite import modes, records
+from suite.metrics import Metric
 from suite.records import iter_loaded
 from suite.schema import Record
 
@@ -148,12 +148,12 @@ def number(value: Any) -> float | None:
         return None
 
 
-def declared_metrics(kind: str | None = None) -> dict[str, declared.Metric]:
+def declared_metrics(kind: str | None = None) -> dict[str, Metric]:
     """The metrics the modes declare for records of ``kind``, or for every kind, by name."""
-    return declared.declared(kind)
+    return modes.declared(kind)
 
 
-def metric_for(name: str) -> declared.Metric:
+def metric_for(name: str) -> Metric:
     """The declaration of metric ``name`` (KeyError naming the declared ones otherwise)."""
     known = declared_metrics()
     if name not in known:

@@ -26,10 +26,11 @@ import methods
 from methods.base import AttentionMethod
 from suite.errors import ConfigError
 from suite.hardware import DTYPES, cpu_threads, synchronize
+from suite.job import JobResult, Outcome, is_out_of_memory
 from suite.metrics import format_value
+from suite.model import state_bytes
 from suite.modes.common import error_lines, heading, select_grid, text_table
 from suite.modes.decode import CROSSOVER_METRICS, POINT_METRICS
-from suite.run import JobResult, Outcome, is_out_of_memory
 from suite.scaling import better_from
 
 
@@ -58,12 +59,6 @@ def prompt_state(module: AttentionMethod, q: torch.Tensor, k: torch.Tensor, v: t
     state that N calls of ``module.step`` reach, up to float rounding (tests/test_decode.py checks it).
     A method without a recurrent form never gets here (the mode needs it: suite/run.py)."""
     return module.prefill_state(k, v)
-
-
-def state_bytes(state: Mapping | tuple) -> int:
-    """The bytes of every tensor in a decoding state (a KV cache counts its allocated capacity)."""
-    tensors = state.values() if isinstance(state, Mapping) else state
-    return sum(t.nbytes for t in tensors)
 
 
 # -- one point of the grid -------------------------------------------------------------------------
@@ -220,7 +215,7 @@ def build(method: Mapping, head_dim: int, grid: Grid, device: torch.device) -> A
     return module.to(device).eval()
 
 
-def job(config: Mapping, device: torch.device) -> JobResult:
+def job(config: Mapping, device: torch.device, config_hash: str) -> JobResult:
     """mode=decode: sweep the method, then the reference (softmax), and compare them."""
     grid = read_grid(config)
     heads, head_dim = head_sizes(config["model"])

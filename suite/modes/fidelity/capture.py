@@ -16,9 +16,9 @@ import torch
 from torch import nn
 
 import methods
+from suite import records, training
 from suite.errors import ConfigError
 from suite.model import Decoder, MultiHeadAttention, build_model
-from suite.modes.train import job as train
 from suite.records import write_atomically
 
 SOFTMAX = {"name": methods.REFERENCE, "impl": "auto", "options": {}}
@@ -47,7 +47,7 @@ def checkpoint_path(cfg: Mapping, device: torch.device) -> Path:
 
 def trained_model(cfg: Mapping, device: torch.device) -> tuple[nn.Module, object, dict]:
     """(model in eval mode, the task's data, facts for the record), training it on first use."""
-    data = train.load_data(cfg)
+    data = training.load_data(cfg)
     extra = sorted(set(data.test[0]) - {"input_ids", "label"})
     if extra:  # e.g. retrieval's second tower: whose q, k, v to capture would be unclear
         raise ConfigError(f"mode=fidelity captures one sequence per example; task {cfg['task']['name']!r} also has "
@@ -59,7 +59,8 @@ def trained_model(cfg: Mapping, device: torch.device) -> tuple[nn.Module, object
         model.load_state_dict(payload["state_dict"])
         trained_now = False
     else:
-        outcome, model = train.train(cfg, data, device)
+        # The capture model is a run of its own config, with its own hash (its checkpoints' folder).
+        outcome, model = training.train(cfg, data, device, records.config_hash(cfg, device.type))
         if outcome.status != "ok":
             raise RuntimeError(f"training the softmax model to capture from ended {outcome.status}: {outcome.error}")
         payload = {

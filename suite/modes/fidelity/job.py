@@ -27,13 +27,13 @@ import torch
 from tqdm.auto import tqdm
 
 import methods
+from suite.job import JobResult, Outcome
 from suite.metrics import format_value
 from suite.modes.common import error_lines, heading, select_grid, text_table
 from suite.modes.fidelity import POINT_METRICS
 from suite.modes.fidelity import capture as fidelity_capture
 from suite.modes.fidelity.fit import fit_to_softmax, split_queries
 from suite.modes.fidelity.measure import ERROR_NAMES, method_weights, query_errors, scores, summarize
-from suite.run import JobResult, Outcome
 from suite.scaling import loglog_slope
 
 FLOAT32_BYTES = 4
@@ -194,7 +194,7 @@ def measured_point(label: str, modules: list[torch.nn.Module], source: Mapping, 
 
 # -- the job ----------------------------------------------------------------------------------------
 
-def job(config: Mapping, device: torch.device) -> JobResult:
+def job(config: Mapping, device: torch.device, config_hash: str) -> JobResult:
     """mode=fidelity: every (source, N, d_phi) cell of the budget's grid, one record."""
     method = config["method"]  # one that declares its weights (the mode needs them: suite/run.py)
     grid = select_grid(config)

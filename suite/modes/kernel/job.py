@@ -14,10 +14,10 @@ from collections.abc import Mapping
 import torch
 
 from suite.hardware import cpu_threads, high_water_mark_usable
+from suite.job import JobResult, Outcome
 from suite.modes.common import error_lines, heading, select_grid
 from suite.modes.kernel import report
 from suite.modes.kernel.sweep import run_sweep
-from suite.run import JobResult, Outcome
 
 TASK_NAME = "attention_op"
 
@@ -39,7 +39,7 @@ def device_properties(device: torch.device) -> dict | None:
             "capability": f"{props.major}.{props.minor}", "multiprocessors": props.multi_processor_count}
 
 
-def job(config: Mapping, device: torch.device) -> JobResult:
+def job(config: Mapping, device: torch.device, config_hash: str) -> JobResult:
     """mode=kernel: sweep the grid, derive slopes and crossovers, return the points and summary."""
     grid = select_grid(config)
     load_before = load_average()

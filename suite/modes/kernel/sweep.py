@@ -18,6 +18,7 @@ import torch
 import methods
 from methods.base import MethodError
 from suite.hardware import DTYPES
+from suite.job import is_out_of_memory
 from suite.metrics import format_bytes, format_seconds
 from suite.modes.kernel import PHASES, measure
 from suite.modes.kernel.implementations import (
@@ -27,7 +28,6 @@ from suite.modes.kernel.implementations import (
     peer_implementations,
     sdpa_backend,
 )
-from suite.run import is_out_of_memory
 
 MIN_REPEATS = 3  # fewest timed calls that give a median and a spread
 
