@@ -9,7 +9,7 @@ from __future__ import annotations
 import copy
 from collections.abc import Mapping
 
-from suite import records
+from suite import modes, records
 from suite.config import validate
 from suite.job import Outcome
 from suite.run import run_checked
@@ -40,7 +40,7 @@ def rate_past_edge(tried: list[float], chosen: float) -> float | None:
 
 def run_protocol(config: Mapping, resume: bool) -> Outcome:
     """Run ``config`` under its protocol; the outcome of the last run (interrupted stops at once)."""
-    validate(config)  # once, before the first run: protocol.lrs and protocol.seeds too (a run's
+    validate(config, modes.run_schemas())  # once, before the first run: protocol.lrs and protocol.seeds too (a run's
     # learning rate and seed are one of these, or a rate past their edge)
     protocol = config.get("protocol") or {"name": "single"}
     if protocol["name"] == "single":

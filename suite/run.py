@@ -87,7 +87,7 @@ def run(config: Mapping, resume: bool = True) -> tuple[Path, Outcome]:
     """Run one job of ``config`` (a resolved plain dict); return the record path and outcome.
     ``config`` is checked here (the boundary: past it, the config is trusted); ``run_checked`` runs
     one that was (the protocol checks its config once for all its runs)."""
-    validate(config)
+    validate(config, modes.run_schemas())
     return run_checked(config, resume)
 
 

@@ -27,6 +27,7 @@ from suite import records
 from suite.__main__ import main
 from suite.config import added_key, validate
 from suite.errors import ConfigError
+from suite.modes import run_schemas
 from tests.test_config import composed
 
 REPO = Path(__file__).resolve().parent.parent
@@ -159,8 +160,9 @@ def test_cuda_without_cuda_is_one_line_at_the_cli(cli, tmp_path):
 def test_an_added_key_a_schema_declares_or_a_method_checks_is_admitted(cli, tmp_path):
     # Keys a config may lack (a budget without checkpoint_every, a model without qkv_conv) are no typos;
     # a method's options are the method's to check, and it says so.
-    assert added_key("budget.checkpoint_every") is None and added_key("model.qkv_conv") is None
-    assert added_key("method.options.anything") is None and added_key("mode.grids.smoke.seq_lens") is None
+    modes = run_schemas().values()
+    assert added_key("budget.checkpoint_every", modes) is None and added_key("model.qkv_conv", modes) is None
+    assert added_key("method.options.anything", modes) is None and added_key("mode.grids.smoke.seq_lens", modes) is None
     code, err = cli(*FAST, "+method.options.num_features=8")
     assert_one_line_refusal(code, err, "softmax: unknown option(s) num_features; valid options: none",
                             tmp_path / "results")
@@ -319,7 +321,7 @@ def invalid_budget_keys(budget: dict) -> set[str]:
 def refusal(config: dict) -> set[str] | None:
     """The lines of the schema's refusal of ``config``, or None when it accepts it."""
     try:
-        validate(config)
+        validate(config, run_schemas())
     except ConfigError as exc:
         return set(str(exc).splitlines())
     return None

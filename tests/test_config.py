@@ -18,6 +18,7 @@ from suite import board, records
 from suite import config as schema
 from suite.__main__ import group_choices
 from suite.errors import ConfigError
+from suite.modes import run_schemas
 
 REPO = Path(__file__).resolve().parent.parent
 CONF = REPO / "conf"
@@ -47,7 +48,7 @@ def composed(*overrides: str) -> dict:
 def refusal(config: dict) -> list[str]:
     """The lines of the schema's refusal, [] when it accepts ``config``."""
     try:
-        schema.validate(config)
+        schema.validate(config, run_schemas())
     except ConfigError as exc:
         return str(exc).splitlines()
     return []

@@ -16,6 +16,7 @@ import yaml
 from suite import records, scaling
 from suite.config import validate
 from suite.errors import ConfigError
+from suite.modes import run_schemas
 from suite.modes.kernel import implementations, measure, sweep
 from suite.run import run
 
@@ -201,7 +202,7 @@ def test_every_grid_of_the_yaml_is_valid(make_config):
     grids = yaml.safe_load((REPO / "conf/mode/kernel.yaml").read_text())["grids"]
     config = kernel_config(make_config)
     assert config["mode"]["grids"] == grids
-    validate(config)  # the schema checks every grid of the mode
+    validate(config, run_schemas())  # the schema checks every grid of the mode
     assert max(grids["small"]["lengths"]) >= 16384 and max(grids["paper"]["lengths"]) >= 65536
 
 
@@ -210,10 +211,10 @@ def test_bad_grid_values_are_one_clear_error(make_config):
     config["mode"]["grids"]["smoke"]["dtypes"] = ["float8"]
     with pytest.raises(ConfigError, match=r"mode.grids.smoke.dtypes must be a non-empty list from float32, "
                                           r"bfloat16, float16, got \['float8'\]"):
-        validate(config)
+        validate(config, run_schemas())
     config["budget"]["name"] = "huge"
     with pytest.raises(ConfigError, match="no grid for budget 'huge'; valid budgets: smoke, small, paper"):
-        validate(config)
+        validate(config, run_schemas())
 
 
 BLOCKER = """

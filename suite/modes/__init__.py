@@ -26,7 +26,7 @@ from functools import cache
 from suite.metrics import Metric
 from suite.modes.declare import FIGURE_STYLES, Mode, Section
 
-__all__ = ["FIGURE_STYLES", "Mode", "Section", "available", "declared", "get", "registry"]
+__all__ = ["FIGURE_STYLES", "Mode", "Section", "available", "declared", "get", "registry", "run_schemas"]
 
 
 @cache
@@ -54,6 +54,12 @@ def declared(kind: str | None = None) -> dict[str, Metric]:
             for metric in mode.all_metrics():
                 found.setdefault(metric.name, metric)
     return found
+
+
+def run_schemas() -> dict[str, type]:
+    """Each mode's config schema (its config.py's ``Run``), by name: what suite/config.py checks a
+    run's config against (``validate``, ``added_key``) beside what every run reads."""
+    return {name: mode.part("config").Run for name, mode in registry().items()}
 
 
 def get(name: str) -> Mode:
