@@ -22,7 +22,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from suite import schema
+from suite import modes, schema
 from suite.schema import INT_LIMIT, SCHEMA, STATUSES, Record
 
 # Every field of a record and the JSON type it must have (read from the schema).
@@ -58,8 +58,6 @@ SWEPT_KEYS = (("budget", "lr"), ("seed",))
 
 def kinds() -> tuple[str, ...]:
     """The record kinds: one per mode (suite/modes/)."""
-    from suite import modes  # modes import suite.metrics, not this module; imported late all the same
-
     return tuple(mode.kind for mode in modes.registry().values())
 
 
@@ -268,7 +266,7 @@ def validate(record: Any, where: str) -> Record:
     if bad is not None:
         raise RecordError(f"{where}: field {bad[0]!r}: {bad[1]}")
     try:
-        return schema.record_model(kind).model_validate(record)
+        return modes.record_model(kind).model_validate(record)
     except ValidationError as exc:
         raise RecordError(f"{where}: {describe(exc)}") from None
 

@@ -98,7 +98,7 @@ json_values = st.recursive(  # integers a reader can take (64 bits: test_a_numbe
 
 @settings(max_examples=50, deadline=None)
 @given(metrics=st.dictionaries(
-    st.text(min_size=1).filter(lambda k: k not in schema.metrics_model("train").model_fields), json_values, max_size=6))
+    st.text(min_size=1).filter(lambda k: k not in modes.metrics_model("train").model_fields), json_values, max_size=6))
 def test_any_json_metrics_round_trip(tmp_path_factory, metrics):
     root = tmp_path_factory.mktemp("r")
     record = make(metrics=metrics)
@@ -114,7 +114,7 @@ def test_a_number_beyond_64_bits_is_refused(tmp_path, value):
 
 def test_every_declared_metric_is_in_its_kinds_schema():
     for mode in modes.registry().values():
-        published = json.dumps(schema.json_schema(mode.kind))
+        published = json.dumps(schema.json_schema(mode.kind, modes.metrics_model(mode.kind)))
         for metric in mode.all_metrics():
             assert f'"{metric.name}"' in published and schema.described(metric) in published, (mode.kind, metric.name)
 

@@ -23,10 +23,9 @@ import importlib
 import pkgutil
 from functools import cache
 
+from suite import schema
 from suite.metrics import Metric
-from suite.modes.declare import FIGURE_STYLES, Mode, Section
-
-__all__ = ["FIGURE_STYLES", "Mode", "Section", "available", "declared", "get", "registry", "run_schemas"]
+from suite.modes.declare import FIGURE_STYLES, Mode  # noqa: F401 - FIGURE_STYLES: the site reads it here
 
 
 @cache
@@ -60,6 +59,25 @@ def run_schemas() -> dict[str, type]:
     """Each mode's config schema (its config.py's ``Run``), by name: what suite/config.py checks a
     run's config against (``validate``, ``added_key``) beside what every run reads."""
     return {name: mode.part("config").Run for name, mode in registry().items()}
+
+
+def metrics_model(kind: str) -> type[schema.RecordObject]:
+    """The model of the ``metrics`` of records of ``kind``: its mode's (schema.py ``Metrics``)."""
+    return get(kind).part("schema").Metrics
+
+
+def sweep_layout(kind: str) -> schema.SweepLayout:
+    """How the points of a record of ``kind`` read, where the site draws the kind as sweeps (its
+    mode's schema.py ``SWEEP``)."""
+    return get(kind).part("schema").SWEEP
+
+
+def record_model(kind: str) -> type[schema.Record]:
+    """The model of a record of ``kind`` (suite/schema.py's record around its mode's metrics);
+    KeyError for a kind no mode declares."""
+    if kind not in registry():
+        raise KeyError(kind)
+    return schema.record_model(kind, metrics_model(kind))
 
 
 def get(name: str) -> Mode:
