@@ -1,5 +1,5 @@
 """The schema of a result record: one pydantic model per record kind (DESIGN.md, "The record"),
-used by the writer and the reader (suite/records.py) and by the site, and published with the site
+used by the writer and the reader (suite/record_store.py) and by the site, and published with the site
 as JSON Schema so that others can check a record before submitting it.
 
 This module holds what every kind shares: the record's fields, the blocks of its config, method,

@@ -23,11 +23,12 @@ from hypothesis import strategies as st
 
 import methods
 from methods.base import MethodError
-from suite import records
+from suite import record_store, records
 from suite.__main__ import main
 from suite.config import added_key, validate
 from suite.errors import ConfigError
 from suite.modes import run_schemas
+from suite.schema import SCHEMA
 from tests.test_config import composed
 
 REPO = Path(__file__).resolve().parent.parent
@@ -245,7 +246,7 @@ json_values = st.recursive(
 
 def a_record() -> dict:
     config = {"method": {"name": "softmax"}, "task": {"name": "listops"}, "seed": 0}
-    return records.new_record("train", config=config, config_hash=records.config_hash(config, "cpu"),
+    return record_store.new_record("train", config=config, config_hash=records.config_hash(config, "cpu"),
                               method={"name": "softmax", "impl": "auto", "params": {}},
                               task={"name": "listops"}, metrics={"test_accuracy": 0.5}, env={"device": "cpu"})
 
@@ -253,7 +254,7 @@ def a_record() -> dict:
 def wrong_type(field: str, value: object) -> bool:
     """Whether ``value`` breaks ``field``'s declared type (``true`` is no schema number)."""
     if field == "schema":
-        return type(value) is not int or value != records.SCHEMA
+        return type(value) is not int or value != SCHEMA
     return not isinstance(value, records.FIELD_TYPES[field])
 
 
@@ -268,13 +269,13 @@ def test_a_record_missing_a_field_or_of_a_wrong_type_is_refused_naming_the_file(
     path = tmp_path_factory.mktemp("records") / "bad.json"
     path.write_text(json.dumps(record))
     with pytest.raises(records.RecordError) as refused:
-        records.read_record(path)
+        record_store.read_record(path)
     assert str(path) in str(refused.value) and field in str(refused.value)
 
 
 def test_the_reader_accepts_what_the_writer_writes(tmp_path):
     record = a_record()
-    assert records.read_record(records.write_record(record, tmp_path)) == record
+    assert record_store.read_record(record_store.write_record(record, tmp_path)) == record
 
 
 # -- property-based: config validation --------------------------------------------------------------

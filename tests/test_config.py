@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from omegaconf import OmegaConf
 
 import methods
-from suite import board, records
+from suite import board, record_store
 from suite import config as schema
 from suite.__main__ import group_choices
 from suite.errors import ConfigError
@@ -149,7 +149,7 @@ def test_every_board_point_and_state_size_passes(job):
 def test_every_record_under_results_passes(tmp_path):
     """Records written before a key existed lack it: the schema lets such keys be absent."""
     checked = 0
-    for path, record in records.iter_records(REPO / "results"):
+    for path, record in record_store.iter_records(REPO / "results"):
         assert refusal(record["config"]) == [], path
         checked += 1
     assert checked > 0

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 import suite.training
-from suite import records
+from suite import record_store
 from suite.config import validate
 from suite.errors import ConfigError
 from suite.modes import run_schemas
@@ -17,7 +17,7 @@ from suite.run import run
 def train_record(config: dict) -> dict:
     path, outcome = run(config, resume=False)
     assert outcome.status == "ok", outcome.error
-    return records.read_record(path)
+    return record_store.read_record(path)
 
 
 def test_target_val_accuracy_stops_at_the_first_eval_that_reaches_it(make_config, monkeypatch):

@@ -1,8 +1,8 @@
 """What a mode declares of itself (its ``MODE``: a :class:`Mode`, with its :class:`Section` of the
 site): the types a mode's ``__init__`` imports, apart from the registry (suite/modes/__init__.py) that
-finds the modes, so that the vocabulary the registry composes (suite/config.py, suite/schema.py,
-suite/records.py) and the modes import these without importing the registry. Plain Python, no torch:
-the site reads them too."""
+finds the modes, so that the modes import these without importing the registry (which loads the
+modes and composes the vocabulary they build on: suite/config.py, suite/schema.py, suite/records.py).
+Plain Python, no torch: the site reads them too."""
 
 from __future__ import annotations
 
