@@ -5,7 +5,7 @@ outside suite/site imports the site. Inside the harness the arrows run one way t
 a mode's job imports the job contract (suite/job.py), never the dispatcher that loads it (suite/run.py);
 no mode imports another mode's modules (the training loop is the library suite/training.py); the
 metrics' vocabulary (suite/metrics.py) imports no mode, nor does the generic vocabulary (config,
-schema) import the modes' registry; a run's config is checked once and hashed once."""
+schema, records) import the modes' registry; a run's config is checked once and hashed once."""
 
 from __future__ import annotations
 
@@ -154,11 +154,14 @@ def test_methods_and_tasks_import_neither_the_harness_nor_each_other(folder, for
     assert importers(folder, forbidden) == []
 
 
-@pytest.mark.parametrize("module_level_only", [False, True], ids=["all imports", "module-level imports"])
-def test_no_import_circle_among_the_projects_modules(module_level_only):
+@pytest.mark.parametrize("module_level_only, with_registries", [(False, False), (True, False), (False, True)],
+                         ids=["all imports", "module-level imports", "with the registries' loads"])
+def test_no_import_circle_among_the_projects_modules(module_level_only, with_registries):
     """The import graph of suite, methods and tasks has no circle: counting the imports inside
-    functions too (a late import hides a circle, it does not remove it), and those run on load."""
-    assert import_circles(import_graph(module_level_only)) == []
+    functions too (a late import hides a circle, it does not remove it), those run on load, and the
+    registries' imports by name (the modes' registry loads each mode's job, config and schema: what
+    these import may not import the registry back)."""
+    assert import_circles(import_graph(module_level_only, with_registries)) == []
 
 
 def test_the_circle_finder_finds_a_circle():
@@ -195,12 +198,12 @@ def test_the_metrics_vocabulary_imports_no_mode():
 DECLARATIONS = ("suite.modes.declare",)
 
 
-@pytest.mark.parametrize("vocabulary", ["config", "schema", "metrics"])
+@pytest.mark.parametrize("vocabulary", ["config", "schema", "records", "metrics"])
 def test_the_generic_vocabulary_imports_no_mode_registry(vocabulary):
     """The config's, the record's and the metrics' vocabulary is what the modes build on (their
-    config.py, schema.py and declarations import it); the registry composes it with each mode's parts
-    (suite.modes.run_schemas, record_model, declared), so the vocabulary imports neither the registry
-    nor any mode."""
+    config.py, schema.py, declarations and jobs import it); the registry composes it with each mode's
+    parts (suite.modes.run_schemas, record_model, declared; suite/record_store.py checks records of
+    the modes' kinds), so the vocabulary imports neither the registry nor any mode."""
     found = [line for line in importers(f"suite/{vocabulary}.py", ("suite.modes",))
              if line.rpartition(" imports ")[2] not in DECLARATIONS]
     assert found == []
