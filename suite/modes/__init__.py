@@ -14,6 +14,10 @@ Adding a mode is its package plus ``conf/mode/<name>.yaml``: the run's dispatch,
 the record kinds and schemas, the metric declarations and the site's sections all come from here.
 What modes share (grid selection, the summary's heading, the text table) is in suite/modes/common.py.
 
+The vocabulary the modes build on (suite/config.py, suite/schema.py, suite/records.py, suite/metrics.py)
+imports no mode and not this registry: the registry hands it each mode's parts (``run_schemas``,
+``metrics_model``, ``record_model``, ``sweep_layout``, ``declared``).
+
 A mode's ``__init__`` and ``schema.py`` import nothing heavy (no torch): the site reads them too.
 """
 
