@@ -77,7 +77,7 @@ def run_timings(device: str, dry_run: bool, deadline: float, results_dir: Path) 
     import gpu_kernel_bench
 
     import methods
-    from suite.records import read_record
+    from suite.record_store import read_record
 
     rows = []
     for method in methods.available():
@@ -115,7 +115,7 @@ def train_config(method: str, device: str, dry_run: bool, results_dir: Path, dat
 def run_training(device: str, dry_run: bool, deadline: float, results_dir: Path, data_dir: Path) -> list[dict]:
     """A short training run of every method through the suite; one row per method."""
     import methods
-    from suite.records import read_record
+    from suite.record_store import read_record
     from suite.run import run
 
     rows = []

@@ -144,11 +144,12 @@ def key_problem(override) -> str | None:
     """A one-line refusal of a key override that would put into the record what the command did not
     mean: an environment variable, or a key added with ``+`` that nothing reads (a typo, run in silence)."""
     from suite.config import added_key, reads_environment
+    from suite.modes import run_schemas
 
     key = override.key_or_group
     problem = reads_environment(key, override.input_line.partition("=")[2])
     if problem is None and override.is_add() and not is_group(key):
-        problem = added_key(key)
+        problem = added_key(key, run_schemas().values())
     return problem
 
 

@@ -7,7 +7,8 @@ declares types and ranges, and which keys may be absent (``NotRequired``: record
 key existed, read with ``.get`` by the code). Each mistake is one line naming the key and the value.
 
 This module holds what every run reads and the rules and blocks the modes share; each mode's own
-keys and grids are checked by its schema, ``Run`` in suite/modes/<mode>/config.py (``run_schema``).
+keys and grids are checked by its schema, ``Run`` in suite/modes/<mode>/config.py, which the caller
+hands in (``suite.modes.run_schemas()``): this module imports no mode, and the modes' schemas import it.
 Not checked here: a method's options (``methods/`` own them, checked when the method is built) and
 a task's own options (``tasks/`` check theirs when loading); only the task keys the harness reads.
 """
@@ -15,14 +16,23 @@ a task's own options (``tasks/`` check theirs when loading); only the task keys 
 import difflib
 import re
 import typing
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from functools import cache
 from typing import Annotated, Any
 
-from pydantic import AfterValidator, ConfigDict, Field, Strict, TypeAdapter, ValidationError, WrapValidator, with_config
+from pydantic import (
+    AfterValidator,
+    ConfigDict,
+    Field,
+    Strict,
+    TypeAdapter,
+    ValidationError,
+    ValidationInfo,
+    WrapValidator,
+    with_config,
+)
 from typing_extensions import NotRequired, TypedDict, is_typeddict
 
-from suite import modes
 from suite.errors import ConfigError
 from suite.logger import LOGGERS
 
@@ -75,9 +85,10 @@ def among(choices: tuple[str, ...]) -> AfterValidator:
 
 def one_of(noun: str, choices, valid: str = "valid", hint: bool = True) -> AfterValidator:
     """A choice named on its own (``device=``, ``logger=``): ``unknown <noun> 'x'; <valid>: ...``,
-    with the choice meant when one is close (``hint``). ``choices`` may be a function: registries load late."""
-    def check(value):
-        names = choices() if callable(choices) else choices
+    with the choice meant when one is close (``hint``). ``choices`` may be a function of the check's
+    context (``validate``'s: the modes' names are the caller's, not this module's)."""
+    def check(value, info: ValidationInfo):
+        names = choices(info.context) if callable(choices) else choices
         if value not in names:
             raise Line(unknown_choice(noun, value, names, valid, hint))
         return value
@@ -227,8 +238,8 @@ class Logger(TypedDict):
 
 @with_config(OPEN)
 class ModeName(TypedDict):
-    """What every mode has; the mode's own keys are checked by its schema (``run_schema``)."""
-    name: Annotated[str, one_of("mode", modes.available, "valid modes")]
+    """What every mode has; the mode's own keys are checked by its schema (``validate``'s ``run_schemas``)."""
+    name: Annotated[str, one_of("mode", lambda context: tuple(context["run_schemas"]), "valid modes")]
 
 
 @with_config(OPEN)
@@ -271,21 +282,17 @@ class RunConfig(TypedDict):
 
 # -- the boundary -----------------------------------------------------------------------------------
 
-def run_schema(mode: object) -> type | None:
-    """The schema of the blocks mode ``mode`` reads (its config.py's ``Run``); None for a name no
-    mode has (RunConfig says so)."""
-    if not isinstance(mode, str) or mode not in modes.registry():
-        return None
-    return modes.get(mode).part("config").Run
-
-
-def validate(config: Mapping) -> None:
-    """Raise ConfigError, one line per mistake (key and value named), unless ``config`` fits the schema."""
-    problems = mistakes(RunConfig, config)
+def validate(config: Mapping, run_schemas: Mapping[str, type]) -> None:
+    """Raise ConfigError, one line per mistake (key and value named), unless ``config`` fits the schema:
+    every run's (RunConfig) and its mode's, from ``run_schemas`` (each mode's config.py ``Run``, by
+    name: ``suite.modes.run_schemas()``; a name none has, RunConfig says so)."""
+    context = {"run_schemas": run_schemas}
+    problems = mistakes(RunConfig, config, context)
     mode = config.get("mode")
-    schema = run_schema(mode.get("name")) if isinstance(mode, Mapping) else None
+    name = mode.get("name") if isinstance(mode, Mapping) else None
+    schema = run_schemas.get(name) if isinstance(name, str) else None
     if schema is not None:  # the blocks this mode reads (disjoint from RunConfig's but for the name)
-        problems += mistakes(schema, config)
+        problems += mistakes(schema, config, context)
         grids, budget = mode.get("grids"), config.get("budget")
         name = budget.get("name") if isinstance(budget, Mapping) else None
         if isinstance(grids, Mapping) and isinstance(name, str) and name not in grids:
@@ -294,10 +301,10 @@ def validate(config: Mapping) -> None:
         raise ConfigError("\n".join(problems))
 
 
-def mistakes(schema: type, config: Mapping) -> list[str]:
-    """One line per way ``config`` breaks ``schema``."""
+def mistakes(schema: type, config: Mapping, context: Mapping) -> list[str]:
+    """One line per way ``config`` breaks ``schema`` (``context``: what ``validate`` hands its rules)."""
     try:
-        adapter(schema).validate_python(config)
+        adapter(schema).validate_python(config, context=context)
     except ValidationError as exc:
         return [describe(error, schema) for error in exc.errors()]
     return []
@@ -374,12 +381,13 @@ def admits(schema: Any, parts: list[str]) -> bool:
     return True
 
 
-def added_key(key: str) -> str | None:
+def added_key(key: str, run_schemas: Iterable[type]) -> str | None:
     """A key added on the command line (``+key=value``: one the composed config lacks) must be one a
     schema declares (every run's, or a mode's: a key a config may lack) or lie in a mapping whose owner
     checks it (``method.options``: the method refuses an option it lacks); else, as for any misspelled
-    key, one line with the key meant. None when it is admitted."""
-    schemas = (RunConfig, *(run_schema(mode) for mode in modes.registry()))
+    key, one line with the key meant. None when it is admitted. ``run_schemas``: every mode's
+    (``suite.modes.run_schemas().values()``)."""
+    schemas = (RunConfig, *run_schemas)
     if any(admits(schema, key.split(".")) for schema in schemas):
         return None
     return unknown_key(key, [path for schema in schemas for path in declared_paths(schema)])

@@ -9,7 +9,7 @@ from __future__ import annotations
 import copy
 from collections.abc import Mapping
 
-from suite import records
+from suite import modes, record_store, records
 from suite.config import validate
 from suite.job import Outcome
 from suite.run import run_checked
@@ -40,7 +40,7 @@ def rate_past_edge(tried: list[float], chosen: float) -> float | None:
 
 def run_protocol(config: Mapping, resume: bool) -> Outcome:
     """Run ``config`` under its protocol; the outcome of the last run (interrupted stops at once)."""
-    validate(config)  # once, before the first run: protocol.lrs and protocol.seeds too (a run's
+    validate(config, modes.run_schemas())  # once, before the first run: protocol.lrs and protocol.seeds too (a run's
     # learning rate and seed are one of these, or a rate past their edge)
     protocol = config.get("protocol") or {"name": "single"}
     if protocol["name"] == "single":
@@ -52,7 +52,7 @@ def run_protocol(config: Mapping, resume: bool) -> Outcome:
         path, outcome = run_checked(with_lr_and_seed(config, lr, seeds[0]), resume=True)
         if outcome.status == "interrupted":
             return outcome
-        swept.append(records.read_record(path))
+        swept.append(record_store.read_record(path))
     chosen = records.select_lr(swept)
     added = {"below": 0, "above": 0}
     while chosen is not None and (beyond := rate_past_edge([r["config"]["budget"]["lr"] for r in swept], chosen)):
@@ -68,7 +68,7 @@ def run_protocol(config: Mapping, resume: bool) -> Outcome:
         path, outcome = run_checked(with_lr_and_seed(config, beyond, seeds[0]), resume=True)
         if outcome.status == "interrupted":
             return outcome
-        swept.append(records.read_record(path))
+        swept.append(record_store.read_record(path))
         chosen = records.select_lr(swept)
     if chosen is None:
         print("lr_sweep: no learning rate gave an ok run; no seeds are run", flush=True)

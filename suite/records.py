@@ -2,7 +2,9 @@
 
 A record is written to a temporary file in its destination folder, flushed to disk, then renamed
 over its final name, so a reader (or a crash) never sees half a record. The writer and the reader
-check a record against its kind's schema (suite/schema.py), the one the site reads and publishes.
+(suite/record_store.py) check a record against its kind's schema (suite/schema.py), the one the site
+reads and publishes. This module is the records' vocabulary (their fields, config hash, paths, atomic
+write, the checks every kind shares): it imports no mode, and the modes' jobs import it.
 """
 
 from __future__ import annotations
@@ -15,15 +17,14 @@ import os
 import re
 import secrets
 import tempfile
-import warnings
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
 
 from suite import schema
-from suite.schema import INT_LIMIT, SCHEMA, STATUSES, Record
+from suite.schema import INT_LIMIT
 
 # Every field of a record and the JSON type it must have (read from the schema).
 FIELD_TYPES: dict[str, type | tuple[type, ...]] = schema.top_level_types()
@@ -54,13 +55,6 @@ NEUTRAL_VALUES: dict[tuple[str, ...], Any] = {
 HASH_VERSION = 1
 # What the learning-rate protocol varies inside one board cell (see suite.protocol).
 SWEPT_KEYS = (("budget", "lr"), ("seed",))
-
-
-def kinds() -> tuple[str, ...]:
-    """The record kinds: one per mode (suite/modes/)."""
-    from suite import modes  # modes import suite.metrics, not this module; imported late all the same
-
-    return tuple(mode.kind for mode in modes.registry().values())
 
 
 class RecordError(ValueError):
@@ -154,42 +148,6 @@ def new_run_id(config_hash: str) -> str:
     return f"{stamp}_{config_hash[:8]}_{secrets.token_hex(4)}"
 
 
-def new_record(
-    kind: str,
-    *,
-    config: Mapping,
-    config_hash: str,
-    method: Mapping,
-    task: Mapping,
-    metrics: Mapping,
-    env: Mapping,
-    status: str = "ok",
-    error: str | None = None,
-    run_id: str | None = None,
-) -> dict:
-    """A complete record; ``run_id`` is given when something had to know it before the job (the
-    experiment logger names its run after it), else a new one (``new_run_id``).
-    The user's home directory is scrubbed from every string, error messages included."""
-    if kind not in kinds():
-        raise ValueError(f"unknown record kind {kind!r}; valid: {', '.join(kinds())}")
-    if status not in STATUSES:
-        raise ValueError(f"unknown record status {status!r}; valid: {', '.join(STATUSES)}")
-    return {
-        "schema": SCHEMA,
-        "kind": kind,
-        "run_id": run_id or new_run_id(config_hash),
-        "created": utc_now(),
-        "status": status,
-        "error": scrub_home(error),
-        "method": scrub_home(dict(method)),
-        "task": scrub_home(dict(task)),
-        "config": scrub_home(dict(config)),
-        "config_hash": config_hash,
-        "metrics": scrub_home(dict(metrics)),
-        "env": scrub_home(dict(env)),
-    }
-
-
 # A record's kind, task, method and run id name the folders and the file it is stored at, so each
 # must be one plain path component: no separator, no "..", nothing a shell or a page reads as markup.
 PATH_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.+-]{0,127}")
@@ -236,43 +194,6 @@ def write_atomically(path: Path, write: Callable[[Path], None]) -> None:
         raise
 
 
-def write_record(record: Mapping, results_dir: str | Path) -> Path:
-    """Check ``record`` against its kind's schema, write it atomically under ``results_dir`` and
-    return its path; RecordError (nothing written) when it does not validate."""
-    text = json.dumps(record, indent=2, sort_keys=False, allow_nan=False, default=str) + "\n"
-    parsed = json.loads(text)  # what a reader will see (tuples as lists, other objects as text)
-    validate(parsed, f"record {parsed.get('run_id')!r}")
-    path = record_path(parsed, results_dir)
-    write_atomically(path, lambda tmp: tmp.write_text(text))
-    return path
-
-
-def validate(record: Any, where: str) -> Record:
-    """``record`` (parsed JSON) as its kind's model; RecordError naming ``where`` and the fields
-    that are wrong."""
-    if not isinstance(record, dict):
-        raise RecordError(f"{where}: not a record (top level is {type(record).__name__})")
-    version = record.get("schema")
-    if type(version) is not int or version != SCHEMA:  # `true == 1` in Python: not a schema number
-        raise RecordError(f"{where}: unknown schema {version!r} (this suite reads {SCHEMA})")
-    missing = [f for f in FIELDS if f not in record]
-    if missing:
-        raise RecordError(f"{where}: missing fields {', '.join(missing)}")
-    kind = record["kind"]
-    if not isinstance(kind, str) or kind not in kinds():
-        raise RecordError(f"{where}: field 'kind': unknown kind {kind!r}; valid: {', '.join(kinds())}")
-    try:
-        bad = unrepresentable(record)
-    except RecursionError:
-        bad = ("", "nested too deep")
-    if bad is not None:
-        raise RecordError(f"{where}: field {bad[0]!r}: {bad[1]}")
-    try:
-        return schema.record_model(kind).model_validate(record)
-    except ValidationError as exc:
-        raise RecordError(f"{where}: {describe(exc)}") from None
-
-
 def unrepresentable(value: Any, path: str = "") -> tuple[str, str] | None:
     """The first number anywhere in ``value`` (the keys no schema names included) that no reader can
     take as it is: NaN or an infinity (JSON has neither; Python's parser reads them), or an integer
@@ -302,40 +223,6 @@ def describe(exc: ValidationError) -> str:
     return "; ".join(shown) + more
 
 
-def load_record(path: str | Path) -> tuple[dict, Record]:
-    """Parse and check one record: the JSON as written and its schema model; RecordError names
-    the file and what is wrong."""
-    path = Path(path)
-    try:
-        record = json.loads(path.read_text())
-    except (OSError, ValueError, RecursionError) as exc:  # ValueError: bad UTF-8 or bad JSON
-        raise RecordError(f"{path}: not a readable JSON record ({type(exc).__name__}: {exc})") from exc
-    return record, validate(record, str(path))
-
-
-def read_record(path: str | Path) -> dict:
-    """Parse and check one record; RecordError names the file and what is wrong."""
-    return load_record(path)[0]
-
-
-def iter_loaded(results_dir: str | Path, skip: tuple[str, ...] = ()) -> Iterator[tuple[Path, dict, Record]]:
-    """Every valid record under ``results_dir`` with its model (but the files named in ``skip``, at
-    its top); invalid files are skipped with a warning naming them."""
-    for path in sorted(Path(results_dir).rglob("*.json")):
-        if path.parent == Path(results_dir) and path.name in skip:
-            continue
-        try:
-            yield path, *load_record(path)
-        except RecordError as exc:
-            warnings.warn(f"skipping {exc}", stacklevel=2)
-
-
-def iter_records(results_dir: str | Path) -> Iterator[tuple[Path, dict]]:
-    """Every valid record under ``results_dir``; invalid files are skipped with a warning naming them."""
-    for path, record, _ in iter_loaded(results_dir):
-        yield path, record
-
-
 def file_in_the_way(folder: Path) -> Path | None:
     """The file standing where ``folder``, or a folder above it, should be; None if there is none."""
     for candidate in (folder, *folder.parents):
@@ -363,21 +250,6 @@ def check_folder(key: str, folder: str | Path) -> None:
     if blocking is not None:
         what = "is a file" if blocking == Path(folder).expanduser() else f"lies under a file, {blocking}"
         raise ConfigError(f"{key}={str(folder)!r} {what}; name a folder")
-
-
-def read_kept(path: Path, config_hash: str) -> dict:
-    """A record kept by a run that could not write it; ConfigError if it is not a valid record of
-    this config (then it is left for the user to look at)."""
-    from suite.errors import ConfigError
-
-    try:
-        record, _ = load_record(path)
-    except RecordError as exc:
-        raise ConfigError(f"a kept record of this run cannot be written: {exc}; move it away to run again") from None
-    if record["config_hash"] != config_hash:
-        raise ConfigError(f"{path} is the record of another config ({record['config_hash']}; this run's is "
-                          f"{config_hash}); move it away to run again")
-    return record
 
 
 def check_writable(results_dir: str | Path) -> None:

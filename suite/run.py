@@ -23,7 +23,7 @@ import torch
 import methods
 from methods.base import CAPABILITIES
 from methods.registry import qualified
-from suite import checkpoint, env, logger, modes, records
+from suite import checkpoint, env, logger, modes, record_store, records
 from suite.config import validate
 from suite.errors import USER_ERRORS, ConfigError
 from suite.hardware import cpu_threads
@@ -52,7 +52,7 @@ def find_finished(results_dir: str | Path, config_hash: str) -> Path | None:
         return None
     with warnings.catch_warnings(record=True) as skipped:
         warnings.simplefilter("always")
-        found = next((path for path, record in records.iter_records(results_dir)
+        found = next((path for path, record in record_store.iter_records(results_dir)
                       if record["status"] in ("ok", "not_applicable")
                       and records.record_config_hash(record) == config_hash), None)
     for warning in skipped:
@@ -87,7 +87,7 @@ def run(config: Mapping, resume: bool = True) -> tuple[Path, Outcome]:
     """Run one job of ``config`` (a resolved plain dict); return the record path and outcome.
     ``config`` is checked here (the boundary: past it, the config is trusted); ``run_checked`` runs
     one that was (the protocol checks its config once for all its runs)."""
-    validate(config)
+    validate(config, modes.run_schemas())
     return run_checked(config, resume)
 
 
@@ -142,7 +142,7 @@ def run_checked(config: Mapping, resume: bool = True) -> tuple[Path, Outcome]:
         result.outcome.metrics["wall_time_s"] = time.perf_counter() - started
 
         method = config["method"]
-        record = records.new_record(
+        record = record_store.new_record(
             result.kind,
             config=config,
             config_hash=config_hash,
@@ -179,7 +179,7 @@ def write_or_keep(record: Mapping, results_dir: str, config_hash: str) -> Path:
     goes), keep it beside the run's checkpoints, where the same command finds it and writes it
     without running again, and raise a ConfigError saying what failed and what was kept."""
     try:
-        return records.write_record(record, results_dir)
+        return record_store.write_record(record, results_dir)
     except (OSError, records.RecordError) as exc:
         failed = records.why_not_written(exc, records.record_path(record, results_dir))
     if record["status"] == "interrupted":  # not finished: the same command resumes from the checkpoints
@@ -202,7 +202,7 @@ def written_kept_record(module, results_dir: str, config_hash: str) -> tuple[Pat
     kept = checkpoint.folder(results_dir, config_hash) / KEPT_RECORD
     if not kept.is_file():
         return None
-    record = records.read_kept(kept, config_hash)
+    record = record_store.read_kept(kept, config_hash)
     print(summary_text(module, record), flush=True)
     path = write_or_keep(record, results_dir, config_hash)
     checkpoint.discard(kept.parent)

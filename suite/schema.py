@@ -1,10 +1,11 @@
 """The schema of a result record: one pydantic model per record kind (DESIGN.md, "The record"),
-used by the writer and the reader (suite/records.py) and by the site, and published with the site
+used by the writer and the reader (suite/record_store.py) and by the site, and published with the site
 as JSON Schema so that others can check a record before submitting it.
 
 This module holds what every kind shares: the record's fields, the blocks of its config, method,
 task and env, and the base of every object in it (``RecordObject``). The model of a kind's
-``metrics`` is its mode's (suite/modes/<mode>/schema.py, ``Metrics``), built from the metrics the
+``metrics`` is its mode's (suite/modes/<mode>/schema.py, ``Metrics``, which the modes' registry
+hands in: ``suite.modes.record_model``; this module imports no mode), built from the metrics the
 mode declares (``Mode.metrics``), typed by their unit (``metric_fields``); what a mode's model adds
 is where they sit in a record (a train record's ``metrics`` holds them directly, a sweep's hold them
 per point) and the fields that say what a point is (its length, implementation, status). Every
@@ -20,7 +21,6 @@ from typing import Annotated, Any, Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, Field, NonNegativeFloat, NonNegativeInt, PositiveInt, create_model
 
-from suite import modes
 from suite.metrics import Metric
 
 SCHEMA = 1
@@ -199,17 +199,6 @@ class SweepLayout:
     bands: dict[str, tuple[str, str]] = field(default_factory=dict)  # metric -> (low, high) fields
 
 
-def metrics_model(kind: str) -> type[RecordObject]:
-    """The model of the ``metrics`` of records of ``kind``: its mode's (schema.py ``Metrics``)."""
-    return modes.get(kind).part("schema").Metrics
-
-
-def sweep_layout(kind: str) -> SweepLayout:
-    """How the points of a record of ``kind`` read, where the site draws the kind as sweeps (its
-    mode's schema.py ``SWEEP``)."""
-    return modes.get(kind).part("schema").SWEEP
-
-
 # -- the record -------------------------------------------------------------------------------------
 
 class Record(BaseModel):
@@ -232,18 +221,17 @@ class Record(BaseModel):
 
 
 @cache
-def record_model(kind: str) -> type[Record]:
-    """The model of a record of ``kind``; KeyError for a kind no mode declares."""
-    if kind not in modes.registry():
-        raise KeyError(kind)
+def record_model(kind: str, metrics: type[RecordObject]) -> type[Record]:
+    """The model of a record of ``kind`` whose ``metrics`` is ``metrics`` (its mode's model:
+    ``suite.modes.record_model`` composes the two)."""
     return create_model(f"{kind.capitalize()}Record", __base__=Record,
                         __doc__=f"A record of kind {kind} (mode={kind}).",
-                        kind=(Literal[kind], ...), metrics=(metrics_model(kind), ...))
+                        kind=(Literal[kind], ...), metrics=(metrics, ...))
 
 
-def json_schema(kind: str) -> dict:
-    """The JSON Schema of a record of ``kind``, as published with the site."""
-    schema = record_model(kind).model_json_schema()
+def json_schema(kind: str, metrics: type[RecordObject]) -> dict:
+    """The JSON Schema of a record of ``kind`` (its mode's ``metrics``), as published with the site."""
+    schema = record_model(kind, metrics).model_json_schema()
     return {"$schema": "https://json-schema.org/draft/2020-12/schema", "$id": f"record-{kind}.json", **schema}
 
 

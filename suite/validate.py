@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from suite import records
+from suite import record_store, records
 
 MAX_RECORD_BYTES = 2 * 2**20  # the largest committed record (a kernel sweep) is about 330 kB
 MARKUP = re.compile(r"<\s*/?\s*[A-Za-z!?]")  # the start of an HTML tag, comment or declaration
@@ -143,7 +143,7 @@ def check_file(path: Path, submission: bool) -> tuple[Checked | None, list[Probl
     if problems:
         return None, problems
     try:
-        records.validate(record, "record")
+        record_store.validate(record, "record")
     except records.RecordError as exc:
         return None, [Problem(path, "schema", str(exc).removeprefix("record: "), "a record of its kind's schema "
                               "(the site's schema/record-<kind>.json)")]

@@ -4,7 +4,8 @@ neither methods nor tasks (nor torch: it builds where only the records are); not
 outside suite/site imports the site. Inside the harness the arrows run one way too: no import circle;
 a mode's job imports the job contract (suite/job.py), never the dispatcher that loads it (suite/run.py);
 no mode imports another mode's modules (the training loop is the library suite/training.py); the
-metrics' vocabulary (suite/metrics.py) imports no mode; a run's config is checked once and hashed once."""
+metrics' vocabulary (suite/metrics.py) imports no mode, nor does the generic vocabulary (config,
+schema, records) import the modes' registry; a run's config is checked once and hashed once."""
 
 from __future__ import annotations
 
@@ -153,11 +154,14 @@ def test_methods_and_tasks_import_neither_the_harness_nor_each_other(folder, for
     assert importers(folder, forbidden) == []
 
 
-@pytest.mark.parametrize("module_level_only", [False, True], ids=["all imports", "module-level imports"])
-def test_no_import_circle_among_the_projects_modules(module_level_only):
+@pytest.mark.parametrize("module_level_only, with_registries", [(False, False), (True, False), (False, True)],
+                         ids=["all imports", "module-level imports", "with the registries' loads"])
+def test_no_import_circle_among_the_projects_modules(module_level_only, with_registries):
     """The import graph of suite, methods and tasks has no circle: counting the imports inside
-    functions too (a late import hides a circle, it does not remove it), and those run on load."""
-    assert import_circles(import_graph(module_level_only)) == []
+    functions too (a late import hides a circle, it does not remove it), those run on load, and the
+    registries' imports by name (the modes' registry loads each mode's job, config and schema: what
+    these import may not import the registry back)."""
+    assert import_circles(import_graph(module_level_only, with_registries)) == []
 
 
 def test_the_circle_finder_finds_a_circle():
@@ -186,6 +190,23 @@ def test_the_metrics_vocabulary_imports_no_mode():
     """suite/metrics.py declares what a metric is; the modes' registry (suite.modes.declared) gathers
     the modes' declarations, so the vocabulary the modes import imports none of them."""
     assert importers("suite/metrics.py", ("suite.modes",)) == []
+
+
+# The modules of suite/modes that the generic vocabulary may import: what a mode declares of itself
+# (Mode, Section), apart from the registry (suite/modes/__init__.py) that finds the modes and loads
+# their parts.
+DECLARATIONS = ("suite.modes.declare",)
+
+
+@pytest.mark.parametrize("vocabulary", ["config", "schema", "records", "metrics"])
+def test_the_generic_vocabulary_imports_no_mode_registry(vocabulary):
+    """The config's, the record's and the metrics' vocabulary is what the modes build on (their
+    config.py, schema.py, declarations and jobs import it); the registry composes it with each mode's
+    parts (suite.modes.run_schemas, record_model, declared; suite/record_store.py checks records of
+    the modes' kinds), so the vocabulary imports neither the registry nor any mode."""
+    found = [line for line in importers(f"suite/{vocabulary}.py", ("suite.modes",))
+             if line.rpartition(" imports ")[2] not in DECLARATIONS]
+    assert found == []
 
 
 def test_a_run_checks_its_config_once_and_hashes_it_once(make_config, monkeypatch):

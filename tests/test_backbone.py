@@ -8,6 +8,7 @@ import torch
 
 from suite.config import validate
 from suite.model import CausalConv, Decoder, MultiHeadAttention, ShortConv
+from suite.modes import run_schemas
 from tests.utils import assert_config_refused
 
 
@@ -87,7 +88,7 @@ def test_bad_model_options_are_refused(make_config, override, says):
 
 def test_shipped_model_configs_pass_the_check(make_config):
     for name in ("hybrid", "shortconv", "smoke", "small", "paper"):
-        validate(make_config(f"model={name}"))  # raises if refused
+        validate(make_config(f"model={name}"), run_schemas())  # raises if refused
 
 
 @pytest.mark.parametrize("method", ["softmax", "linear", "taylor"])

@@ -23,10 +23,12 @@ from hypothesis import strategies as st
 
 import methods
 from methods.base import MethodError
-from suite import records
+from suite import record_store, records
 from suite.__main__ import main
 from suite.config import added_key, validate
 from suite.errors import ConfigError
+from suite.modes import run_schemas
+from suite.schema import SCHEMA
 from tests.test_config import composed
 
 REPO = Path(__file__).resolve().parent.parent
@@ -159,8 +161,9 @@ def test_cuda_without_cuda_is_one_line_at_the_cli(cli, tmp_path):
 def test_an_added_key_a_schema_declares_or_a_method_checks_is_admitted(cli, tmp_path):
     # Keys a config may lack (a budget without checkpoint_every, a model without qkv_conv) are no typos;
     # a method's options are the method's to check, and it says so.
-    assert added_key("budget.checkpoint_every") is None and added_key("model.qkv_conv") is None
-    assert added_key("method.options.anything") is None and added_key("mode.grids.smoke.seq_lens") is None
+    modes = run_schemas().values()
+    assert added_key("budget.checkpoint_every", modes) is None and added_key("model.qkv_conv", modes) is None
+    assert added_key("method.options.anything", modes) is None and added_key("mode.grids.smoke.seq_lens", modes) is None
     code, err = cli(*FAST, "+method.options.num_features=8")
     assert_one_line_refusal(code, err, "softmax: unknown option(s) num_features; valid options: none",
                             tmp_path / "results")
@@ -243,7 +246,7 @@ json_values = st.recursive(
 
 def a_record() -> dict:
     config = {"method": {"name": "softmax"}, "task": {"name": "listops"}, "seed": 0}
-    return records.new_record("train", config=config, config_hash=records.config_hash(config, "cpu"),
+    return record_store.new_record("train", config=config, config_hash=records.config_hash(config, "cpu"),
                               method={"name": "softmax", "impl": "auto", "params": {}},
                               task={"name": "listops"}, metrics={"test_accuracy": 0.5}, env={"device": "cpu"})
 
@@ -251,7 +254,7 @@ def a_record() -> dict:
 def wrong_type(field: str, value: object) -> bool:
     """Whether ``value`` breaks ``field``'s declared type (``true`` is no schema number)."""
     if field == "schema":
-        return type(value) is not int or value != records.SCHEMA
+        return type(value) is not int or value != SCHEMA
     return not isinstance(value, records.FIELD_TYPES[field])
 
 
@@ -266,13 +269,13 @@ def test_a_record_missing_a_field_or_of_a_wrong_type_is_refused_naming_the_file(
     path = tmp_path_factory.mktemp("records") / "bad.json"
     path.write_text(json.dumps(record))
     with pytest.raises(records.RecordError) as refused:
-        records.read_record(path)
+        record_store.read_record(path)
     assert str(path) in str(refused.value) and field in str(refused.value)
 
 
 def test_the_reader_accepts_what_the_writer_writes(tmp_path):
     record = a_record()
-    assert records.read_record(records.write_record(record, tmp_path)) == record
+    assert record_store.read_record(record_store.write_record(record, tmp_path)) == record
 
 
 # -- property-based: config validation --------------------------------------------------------------
@@ -319,7 +322,7 @@ def invalid_budget_keys(budget: dict) -> set[str]:
 def refusal(config: dict) -> set[str] | None:
     """The lines of the schema's refusal of ``config``, or None when it accepts it."""
     try:
-        validate(config)
+        validate(config, run_schemas())
     except ConfigError as exc:
         return set(str(exc).splitlines())
     return None

@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 import methods
-from suite import board, records
+from suite import board, record_store, records
 from suite.protocol import with_lr_and_seed
 from suite.run import with_method_version
 
@@ -100,7 +100,7 @@ def test_every_record_of_the_pinned_board_is_a_cell_of_the_board_file():
                  for c in cpu_board_cells(CONF)]
     cells = {records.cell_key(c): c for c in versioned}  # as suite.run hashes them: with the method's version
     checked = 0
-    for path, record in records.iter_records(REPO / "results" / "train"):
+    for path, record in record_store.iter_records(REPO / "results" / "train"):
         if record["env"].get("git_commit") != pinned:
             continue
         config = record["config"]
@@ -215,7 +215,7 @@ def test_a_board_file_runs_its_multiruns_and_resumes(tmp_path, data_dir):
     first = command()
     assert first.returncode == 0, first.stderr[-2000:]
     ran = [(r["method"]["name"], r["config"]["method"]["options"].get("window"))
-           for _, r in records.iter_records(results)]
+           for _, r in record_store.iter_records(results)]
     assert sorted(ran, key=str) == sorted([("softmax", None), ("sliding_window", 64), ("sliding_window", 8)], key=str)
     again = command()
     assert again.returncode == 0, again.stderr[-2000:]
@@ -242,7 +242,7 @@ def test_a_family_a_board_file_declares_gets_the_recall_figures_under_its_label(
     from tests.test_site_board import mqar_board
 
     for r in mqar_board(["softmax", "linear"]):
-        records.write_record({**r, "task": {**r["task"], "name": "recall_x"},
+        record_store.write_record({**r, "task": {**r["task"], "name": "recall_x"},
                               "config": {**r["config"], "task": {**r["config"]["task"], "name": "recall_x"}}},
                              tmp_path)
     rows = site_board.board_rows(load_runs(tmp_path)[0])

@@ -15,7 +15,7 @@ import methods
 from methods import contract
 from methods.base import CAPABILITIES, AttentionMethod, MethodError
 from methods.registry import REGISTRY
-from suite import modes, records, validate
+from suite import modes, record_store, validate
 from suite.run import run
 from tests.outside_methods import BROKEN, STATELESS, BrokenAttention, StatelessSoftmax
 
@@ -96,7 +96,7 @@ def test_a_method_without_a_recurrent_form_trains_and_has_no_state_size(make_con
     config = make_config("task=mqar", "device=cpu")
     config["method"] = {"name": name, "impl": "auto", "options": {}}
     path, outcome = run(config)
-    record = records.read_record(path)
+    record = record_store.read_record(path)
     assert outcome.status == record["status"] == "ok" and record["kind"] == "train"
     assert record["metrics"]["state_bytes"] is None and record["metrics"]["test_accuracy"] is not None
     assert record["method"]["capabilities"] == ["flops"]
@@ -108,7 +108,7 @@ def test_decode_of_a_method_without_a_recurrent_form_is_not_applicable(make_conf
     config = make_config("mode=decode", "device=cpu")
     config["method"] = {"name": name, "impl": "auto", "options": {}}
     path, outcome = run(config)
-    record = records.read_record(path)
+    record = record_store.read_record(path)
     assert outcome.status == record["status"] == "not_applicable" and record["kind"] == "decode"
     reason = ("mode=decode needs what method 'stateless_softmax' does not implement: "
               "recurrent (init_state, prefill_state, step, state_bytes)")
@@ -126,7 +126,7 @@ def test_a_train_record_that_states_a_state_size_of_a_method_without_one_is_a_pr
     config = make_config("task=mqar", "device=cpu")
     config["method"] = {"name": name, "impl": "auto", "options": {}}
     path, _ = run(config)
-    record = records.read_record(path)
+    record = record_store.read_record(path)
     record["metrics"]["state_bytes"] = 1024
     problems = validate.declared_problems(path, record)
     assert [(p.field, p.expected) for p in problems] == [("metrics.state_bytes", "null (no decoding state)")]
@@ -170,7 +170,7 @@ def test_check_method_refuses_bad_input_in_one_line(args, says):
 
 # -- the site -------------------------------------------------------------------------------------------
 def test_the_site_shows_state_and_decode_as_not_applicable_to_a_method_without_a_recurrent_form(tmp_path):
-    from suite.records import new_record, write_record
+    from suite.record_store import new_record, write_record
     from suite.site import build_site
     from suite.site.board import NO_STATE
     from tests.test_site import as_html, train_record

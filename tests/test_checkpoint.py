@@ -22,7 +22,7 @@ import torch
 from hydra import compose, initialize_config_dir
 
 import suite.logger
-from suite import checkpoint, records
+from suite import checkpoint, record_store, records
 from suite.run import run
 from suite.site.runs import load_runs
 
@@ -78,7 +78,7 @@ def reference(tmp_path_factory, data_dir):
             config = compose_config(data_dir, tmp_path_factory.mktemp("reference"), *overrides)
             path, outcome, losses = run_logged(config)
             assert outcome.status == "ok", outcome.error
-            done[overrides] = computed(records.read_record(path)), losses
+            done[overrides] = computed(record_store.read_record(path)), losses
         return done[overrides]
 
     return get
@@ -149,7 +149,7 @@ def test_a_signal_saves_a_checkpoint_of_that_step_and_the_rerun_ends_as_if_unint
     assert saved_steps(config) == [10, 13]  # the periodic one and the one at the signal
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # a checkpoint read as a record would be skipped with a warning
-        assert [p for p, _ in records.iter_records(config["results_dir"])] == [path]
+        assert [p for p, _ in record_store.iter_records(config["results_dir"])] == [path]
     assert load_runs(Path(config["results_dir"]))[1] == []  # the site sees no stray file either
     capsys.readouterr()
 
@@ -157,7 +157,7 @@ def test_a_signal_saves_a_checkpoint_of_that_step_and_the_rerun_ends_as_if_unint
     assert outcome.status == "ok" and resumed_from(capsys.readouterr().out) == 13
     expected_metrics, expected_losses = reference(SHORT)
     assert losses == {step: loss for step, loss in expected_losses.items() if step > 13}  # bit for bit
-    assert computed(records.read_record(again)) == expected_metrics
+    assert computed(record_store.read_record(again)) == expected_metrics
     assert not checkpoints_of(config).exists()  # a finished run leaves no checkpoint
 
 
@@ -180,7 +180,7 @@ def test_sigusr2_under_submitit_saves_a_checkpoint_then_lets_submitit_requeue(
         if submitit == "requeues":
             with pytest.raises(SystemExit):
                 run_logged(config, stop_at=13, signum=signal.SIGUSR2)
-            assert not list(records.iter_records(config["results_dir"]))  # the requeued job writes it
+            assert not list(record_store.iter_records(config["results_dir"]))  # the requeued job writes it
         else:
             _, outcome, _ = run_logged(config, stop_at=13, signum=signal.SIGUSR2)
             assert outcome.status == "interrupted" and outcome.error == "interrupted after 13 steps"
@@ -191,7 +191,7 @@ def test_sigusr2_under_submitit_saves_a_checkpoint_then_lets_submitit_requeue(
 
     again, outcome, _ = run_logged(config)  # the requeued job: the same command
     assert outcome.status == "ok" and resumed_from(capsys.readouterr().out) == 13
-    assert computed(records.read_record(again)) == reference(SHORT)[0]
+    assert computed(record_store.read_record(again)) == reference(SHORT)[0]
 
 
 def suite_process(tmp_path: Path, data_dir: Path, results: Path, *args: str, **popen) -> subprocess.Popen:
@@ -221,7 +221,7 @@ def test_a_command_stopped_mid_run_resumes_when_run_again_and_ends_the_same(
     assert process.returncode == (-signal.SIGKILL if signum == signal.SIGKILL else 130), stderr[-2000:]
     stopped_at = saved_steps(config)[-1]
     assert 10 <= stopped_at < 300  # killed mid-run
-    written = list(records.iter_records(results))
+    written = list(record_store.iter_records(results))
     if signum == signal.SIGTERM:  # a checkpoint of the step it stopped at, then a record of it
         assert [r["metrics"]["steps"] for _, r in written] == [stopped_at]
     else:
@@ -233,7 +233,7 @@ def test_a_command_stopped_mid_run_resumes_when_run_again_and_ends_the_same(
     assert resumed_from(stdout) == stopped_at
     validated = [int(s) for s in re.findall(r"^step (\d+): val acc", stdout, re.M)]
     assert validated and min(validated) > stopped_at  # it went on, not from step 0
-    (finished,) = [r for _, r in records.iter_records(results) if r["status"] == "ok"]
+    (finished,) = [r for _, r in record_store.iter_records(results) if r["status"] == "ok"]
     assert computed(finished) == reference(LONG)[0]
     assert not checkpoints_of(config).exists()
 
@@ -277,7 +277,7 @@ def test_a_bad_checkpoint_is_refused_with_one_line_and_the_run_starts_over(
     assert re.fullmatch(rf"warning: ignoring checkpoint {re.escape(str(path))}: {reason}; starting over",
                         err.splitlines()[0])
     assert resumed_from(out) is None and min(losses) == 1
-    assert outcome.status == "ok" and computed(records.read_record(again)) == reference(SHORT)[0]
+    assert outcome.status == "ok" and computed(record_store.read_record(again)) == reference(SHORT)[0]
     assert interrupted.exists()  # nothing already written is lost
 
 
@@ -292,7 +292,7 @@ def test_a_bad_newest_checkpoint_falls_back_to_the_one_before(data_dir, tmp_path
     out, err = capsys.readouterr()
     assert re.search(rf"^warning: ignoring checkpoint {re.escape(str(newest))}: .*; trying the one before$", err, re.M)
     assert resumed_from(out) == 10 and min(losses) == 11
-    assert computed(records.read_record(again)) == reference(SHORT)[0]
+    assert computed(record_store.read_record(again)) == reference(SHORT)[0]
 
 
 def test_resume_false_starts_over(data_dir, tmp_path, capsys, reference):
@@ -305,7 +305,7 @@ def test_resume_false_starts_over(data_dir, tmp_path, capsys, reference):
     out, err = capsys.readouterr()
     assert resumed_from(out) is None and "warning" not in err
     assert losses == reference(SHORT)[1]  # every step, from the first
-    assert computed(records.read_record(again)) == reference(SHORT)[0]
+    assert computed(record_store.read_record(again)) == reference(SHORT)[0]
     assert not checkpoints_of(config).exists()
 
 

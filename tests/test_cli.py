@@ -12,7 +12,7 @@ import pytest
 
 import methods
 import tasks
-from suite import records
+from suite import record_store
 from suite.run import run
 
 REPO = Path(__file__).resolve().parent.parent
@@ -38,7 +38,7 @@ def test_smoke_run_writes_exactly_one_complete_record(tmp_path, data_dir):
     assert done.returncode == 0, done.stderr[-2000:]
     written = [p for p in results.rglob("*") if p.is_file()]
     assert len(written) == 1
-    record = records.read_record(written[0])
+    record = record_store.read_record(written[0])
     assert record["status"] == "ok" and record["kind"] == "train"
     assert record["method"]["name"] == "softmax" and record["task"]["name"] == "listops"
     for key in ("test_accuracy", "val_accuracy", "baseline_accuracy", "train_tokens_per_s",
@@ -106,21 +106,21 @@ def test_impossible_size_at_the_cli_is_one_line(tmp_path, data_dir):
 
 def test_same_seed_same_metrics_on_cpu(make_config):
     config = make_config("seed=3", "device=cpu")
-    first = records.read_record(run(config)[0])["metrics"]
-    second = records.read_record(run(config)[0])["metrics"]
+    first = record_store.read_record(run(config)[0])["metrics"]
+    second = record_store.read_record(run(config)[0])["metrics"]
     for key in ("test_accuracy", "val_accuracy", "final_train_loss", "train_accuracy", "train_tokens"):
         assert first[key] == second[key], key
 
 
 def test_different_seed_changes_training(make_config):
-    a = records.read_record(run(make_config("seed=0"))[0])["metrics"]
-    b = records.read_record(run(make_config("seed=1"))[0])["metrics"]
+    a = record_store.read_record(run(make_config("seed=0"))[0])["metrics"]
+    b = record_store.read_record(run(make_config("seed=1"))[0])["metrics"]
     assert a["final_train_loss"] != b["final_train_loss"]
 
 
 def test_record_config_is_the_whole_resolved_config(make_config):
     config = make_config()
-    record = records.read_record(run(config)[0])
+    record = record_store.read_record(run(config)[0])
     assert set(record["config"]) >= {"method", "task", "model", "budget", "mode", "seed", "device"}
     assert json.dumps(record["config"]["model"], sort_keys=True) == json.dumps(config["model"], sort_keys=True)
 

@@ -15,7 +15,7 @@ import torch
 import methods
 from methods.base import MethodError
 from methods.softmax.cache import held
-from suite import records
+from suite import record_store
 from suite.errors import ConfigError
 from suite.modes.decode import job as decode
 from suite.run import run
@@ -176,14 +176,14 @@ def test_crossover_is_the_context_from_which_on_the_method_wins(ours, theirs, ex
 def read_only_record(results: Path) -> dict:
     written = [p for p in results.rglob("*") if p.is_file()]
     assert len(written) == 1, written
-    return records.read_record(written[0])
+    return record_store.read_record(written[0])
 
 
 def test_decode_job_writes_a_record_with_every_point_and_the_reference(make_config):
     config = make_config("mode=decode", "method=loglinear", "device=cpu")
     threads_before = torch.get_num_threads()
     path, outcome = run(config)
-    record = records.read_record(path)
+    record = record_store.read_record(path)
     assert outcome.status == record["status"] == "ok" and record["kind"] == "decode"
     assert record["metrics"]["cpu_threads"] == 1 and torch.get_num_threads() == threads_before
     grid = config["mode"]["grids"]["smoke"]
@@ -219,7 +219,7 @@ def test_points_beyond_memory_are_oom_and_the_sweep_goes_on(make_config, monkeyp
     monkeypatch.setattr(decode, "prompt_state", failing)
     monkeypatch.setattr(decode, "free_memory_bytes", lambda device: 10_000)  # context 7 fits, 64 does not
     path, outcome = run(make_config("mode=decode", "method=linear", "device=cpu", "mode.reference=null"))
-    record = records.read_record(path)
+    record = record_store.read_record(path)
     assert outcome.status == "ok" and "reference" not in record["metrics"]
     statuses = {(p["batch_size"], p["context_length"]): p["status"] for p in record["metrics"]["points"]}
     assert statuses == {(1, 1): "ok", (1, 7): "ok", (1, 64): "oom", (2, 1): "ok", (2, 7): "ok", (2, 64): "oom"}
@@ -232,7 +232,7 @@ def test_failing_allocations_mid_point_are_oom(make_config, monkeypatch):
 
     monkeypatch.setattr(decode, "prompt_state", failing)
     path, outcome = run(make_config("mode=decode", "method=softmax", "device=cpu"))
-    record = records.read_record(path)
+    record = record_store.read_record(path)
     assert outcome.status == record["status"] == "oom"
     assert {p["error"] for p in record["metrics"]["points"]} == {"CUDA out of memory. Tried to allocate 1 GiB"}
 
@@ -286,6 +286,6 @@ def test_cli_decode_loglinear_smoke_writes_a_record(tmp_path, data_dir):
 @pytest.mark.parametrize("name", methods.available())
 def test_decode_smoke_on_cuda(make_config, name):
     path, outcome = run(make_config("mode=decode", f"method={name}", "device=cuda"))
-    record = records.read_record(path)
+    record = record_store.read_record(path)
     assert outcome.status == "ok" and record["env"]["device"] == "cuda"
     assert all(p["status"] == "ok" for p in record["metrics"]["points"])

@@ -24,7 +24,7 @@ from hydra.core.global_hydra import GlobalHydra
 import suite.logger
 import suite.records
 import suite.training
-from suite import records
+from suite import record_store, records
 from suite.__main__ import main as cli_main
 from suite.errors import ConfigError
 from suite.run import find_finished, run
@@ -45,7 +45,7 @@ def files_under(folder: Path) -> list[Path]:
 def only_record(results: Path) -> dict:
     written = files_under(results)
     assert len(written) == 1, written
-    return records.read_record(written[0])
+    return record_store.read_record(written[0])
 
 
 # -- signals ----------------------------------------------------------------------------------------
@@ -103,7 +103,7 @@ def test_sigterm_in_process_is_an_interrupt_and_a_resumed_run_reruns_it(make_con
     monkeypatch.setattr(suite.logger.NullLogger, "log", log_then_terminate)
     handler = signal.getsignal(signal.SIGTERM)
     path, outcome = run(config)
-    assert outcome.status == "interrupted" and records.read_record(path)["metrics"]["steps"] == 3
+    assert outcome.status == "interrupted" and record_store.read_record(path)["metrics"]["steps"] == 3
     assert signal.getsignal(signal.SIGTERM) is handler  # the run's handler lasts as long as the run
 
     monkeypatch.setattr(suite.logger.NullLogger, "log", real_log)
@@ -132,7 +132,7 @@ def test_an_interrupt_exits_130_and_stops_a_sweep(tmp_path, data_dir, monkeypatc
     with pytest.raises(SystemExit) as exit_info:
         cli_main()
     assert exit_info.value.code == 130
-    written = [records.read_record(p) for p in files_under(results)]
+    written = [record_store.read_record(p) for p in files_under(results)]
     if where == "while loading data":
         assert not written and "interrupted: no record written" in capsys.readouterr().err
     else:  # the second seed never started
@@ -146,7 +146,7 @@ def test_a_diverging_loss_stops_the_run_and_the_site_shows_it_diverged(make_conf
     # artefacts the board leaves out
     config = make_config(*FAST, "budget.lr=1e30", "budget.name=tiny")
     path, outcome = run(config)
-    record = records.read_record(path)
+    record = record_store.read_record(path)
     metrics = record["metrics"]
     assert record["status"] == "diverged" and outcome.status == "diverged"
     step = metrics["diverged_step"]
@@ -184,7 +184,7 @@ def fail_with_memory_error(*args, **kwargs):
 def test_running_out_of_memory_is_recorded_as_oom(make_config, monkeypatch, where, replace, says):
     monkeypatch.setattr(suite.training, *replace)
     path, outcome = run(make_config(*FAST))
-    record = records.read_record(path)
+    record = record_store.read_record(path)
     assert record["status"] == outcome.status == "oom", where
     assert says in record["error"]
 
@@ -200,7 +200,7 @@ def test_a_memory_cap_makes_a_job_oom_and_the_multirun_goes_on(tmp_path, data_di
     assert done.returncode == 1, done.stderr[-2000:]
     assert "sweep: 1 of 2 jobs did not end ok:\n  job 0 (" in done.stderr
     assert "memory_cap_bytes=1000000): oom: peak memory " in done.stderr
-    found = {r["config"]["memory_cap_bytes"]: r for _, r in records.iter_records(results)}
+    found = {r["config"]["memory_cap_bytes"]: r for _, r in record_store.iter_records(results)}
     assert {cap: r["status"] for cap, r in found.items()} == {1000000: "oom", None: "ok"}
     assert found[1000000]["error"].endswith("above memory_cap_bytes=1000000")
     assert found[None]["metrics"]["peak_memory_bytes"] > 1000000  # the second job ran uncapped
@@ -214,7 +214,8 @@ def test_a_sweep_with_a_refused_job_goes_on_then_exits_2_listing_it(tmp_path, da
     assert done.returncode == 2, done.stderr[-2000:]
     assert "sweep: 1 of 2 jobs did not end ok:\n  job 0 (" in done.stderr
     assert "budget.max_steps=0): refused: budget.max_steps must be a positive integer, got 0\n" in done.stderr
-    assert [r["config"]["budget"]["max_steps"] for _, r in records.iter_records(results)] == [2]  # the sweep went on
+    ran = [r["config"]["budget"]["max_steps"] for _, r in record_store.iter_records(results)]
+    assert ran == [2]  # the sweep went on
 
 
 # -- concurrent writers -----------------------------------------------------------------------------
@@ -224,10 +225,10 @@ def write_many(start: multiprocessing.Barrier, results: str, count: int) -> None
     digest = records.config_hash(config, "cpu")  # one config: every writer aims at one folder
     start.wait()
     for i in range(count):
-        record = records.new_record(
+        record = record_store.new_record(
             "train", config=config, config_hash=digest, method={"name": "softmax", "impl": "auto", "params": {}},
             task={"name": "listops"}, metrics={"i": i, "pid": os.getpid(), "padding": "x" * 20000}, env={})
-        records.write_record(record, results)
+        record_store.write_record(record, results)
 
 
 def test_concurrent_writers_lose_no_record_and_readers_see_only_whole_ones(tmp_path):
@@ -243,11 +244,11 @@ def test_concurrent_writers_lose_no_record_and_readers_see_only_whole_ones(tmp_p
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # a half-written record would be skipped with a warning
         while any(w.is_alive() for w in writers):
-            list(records.iter_records(results))
+            list(record_store.iter_records(results))
     for writer in writers:
         writer.join(timeout=60)
         assert writer.exitcode == 0
-    found = [record for _, record in records.iter_records(results)]
+    found = [record for _, record in record_store.iter_records(results)]
     assert len(found) == processes * per_process
     assert len({(r["metrics"]["pid"], r["metrics"]["i"]) for r in found}) == processes * per_process
     assert len({r["run_id"] for r in found}) == processes * per_process
@@ -272,7 +273,7 @@ FOREIGN = {
 @pytest.mark.parametrize("name", [*FOREIGN, "folder.json", "wrong_type.json"])
 def test_resume_and_site_skip_a_bad_file_naming_it(make_config, tmp_path, capsys, name):
     config = make_config(*FAST, "device=cpu")
-    good = records.write_record(records.new_record(  # an ok record of this very config: the run resumes
+    good = record_store.write_record(record_store.new_record(  # an ok record of this very config: the run resumes
         "train", config=config, config_hash=records.config_hash(config, "cpu"), task={"name": "mqar"},
         method={"name": "softmax", "impl": "auto", "params": {}}, metrics={"test_accuracy": 0.5}, env={}),
         config["results_dir"])
@@ -281,7 +282,7 @@ def test_resume_and_site_skip_a_bad_file_naming_it(make_config, tmp_path, capsys
     if name == "folder.json":
         bad.mkdir()
     elif name == "wrong_type.json":  # a record of this schema whose metrics are not an object
-        bad.write_text(json.dumps({**records.read_record(good), "metrics": [0.5]}))
+        bad.write_text(json.dumps({**record_store.read_record(good), "metrics": [0.5]}))
     else:
         bad.write_bytes(FOREIGN[name])
     capsys.readouterr()
@@ -362,7 +363,7 @@ def test_a_record_that_cannot_be_written_is_kept_and_the_same_command_writes_it_
         folder.unlink()
     monkeypatch.setattr(suite.training, "load_data", lambda config: pytest.fail("trained again"))
     path, outcome = run(config)
-    assert outcome.status == "ok" and records.read_record(path) == finished  # the finished run's own record
+    assert outcome.status == "ok" and record_store.read_record(path) == finished  # the finished run's own record
     assert "written: the record a finished run of this config could not write" in capsys.readouterr().out
     assert not kept.parent.exists() and files_under(results) == [path]
 
@@ -387,14 +388,14 @@ def test_an_interrupted_run_whose_record_cannot_be_written_resumes_from_its_chec
     monkeypatch.setattr(suite.logger.NullLogger, "log", real_log)
     folder.unlink()
     path, outcome = run(config)  # resumes from step 2 to the end
-    assert outcome.status == "ok" and records.read_record(path)["metrics"]["steps"] == 4
+    assert outcome.status == "ok" and record_store.read_record(path)["metrics"]["steps"] == 4
 
 
 def test_a_full_disk_during_a_checkpoint_says_no_space_left(make_config, monkeypatch):
     write_bytes = Path.write_bytes
     monkeypatch.setattr(Path, "write_bytes", lambda path, data: write_bytes(Path("/dev/full"), data))
     config = make_config(*FAST, "budget.max_steps=2", "budget.checkpoint_every=1")
-    record = records.read_record(run(config)[0])
+    record = record_store.read_record(run(config)[0])
     assert record["status"] == "error" and "No space left on device" in record["error"], record["error"]
     assert "enforce fail" not in record["error"]
 

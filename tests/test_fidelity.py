@@ -12,7 +12,7 @@ from torch import nn
 import methods
 from methods.base import AttentionMethod
 from methods.registry import REGISTRY
-from suite import records
+from suite import record_store
 from suite.errors import ConfigError
 from suite.modes.fidelity import capture as fidelity_capture
 from suite.modes.fidelity import job as fidelity
@@ -41,7 +41,7 @@ def test_cli_smoke_writes_a_fidelity_record_for_every_cell(tmp_path, data_dir):
                cwd=tmp_path)
     assert done.returncode == 0, done.stderr[-3000:]
     [path] = list(results.rglob("*.json"))
-    record = records.read_record(path)
+    record = record_store.read_record(path)
     assert record["kind"] == "fidelity" and record["status"] == "ok" and record["method"]["name"] == "favor"
     grid = record["config"]["mode"]["grids"]["smoke"]
     points = record["metrics"]["points"]
@@ -65,7 +65,7 @@ def test_cli_smoke_writes_a_fidelity_record_for_every_cell(tmp_path, data_dir):
 def test_softmax_fidelity_run_writes_its_exact_reference_record(make_config):
     # mode=fidelity method=softmax did all the work, then refused its own record (d_phi must be positive)
     path, outcome = run(make_config("mode=fidelity", "method=softmax"))
-    record = records.read_record(path)  # validates on reading too
+    record = record_store.read_record(path)  # validates on reading too
     assert outcome.status == "ok" and record["status"] == "ok" and record["metrics"]["points"]
     assert {p["d_phi"] for p in record["metrics"]["points"]} == {None}  # the exact reference has no features
 
@@ -210,7 +210,7 @@ def test_a_method_without_attention_weights_has_a_not_applicable_record(make_con
     config = make_config("mode=fidelity", "method=favor")
     config["method"] = {"name": "window_for_test", "impl": "auto", "options": {}}
     path, outcome = run(config)
-    record = records.read_record(path)
+    record = record_store.read_record(path)
     assert outcome.status == record["status"] == "not_applicable" and set(record["metrics"]) == {"wall_time_s"}
     assert record["error"] == ("mode=fidelity needs what method 'window_for_test' does not implement: "
                                "weights (log_weights)")

@@ -13,9 +13,10 @@ import pytest
 import torch
 import yaml
 
-from suite import records, scaling
+from suite import record_store, scaling
 from suite.config import validate
 from suite.errors import ConfigError
+from suite.modes import run_schemas
 from suite.modes.kernel import implementations, measure, sweep
 from suite.run import run
 
@@ -34,7 +35,7 @@ def points_of(record: dict, impl: str, causal: bool = True) -> list[dict]:
 
 def test_smoke_record_has_time_and_memory_per_length(make_config, capsys):
     path, outcome = run(kernel_config(make_config, "method=linear"))
-    record = records.read_record(path)
+    record = record_store.read_record(path)
     assert outcome.status == "ok" and record["kind"] == "kernel" and record["status"] == "ok"
     assert record["task"]["name"] == "attention_op" and record["task"]["lengths"] == SMOKE_LENGTHS
     chunk = points_of(record, "chunk")
@@ -77,7 +78,7 @@ def test_an_oom_at_one_length_is_recorded_and_the_sweep_goes_on(make_config, mon
 
     monkeypatch.setattr(implementations, "_call_impl", short_of_memory)
     path, outcome = run(kernel_config(make_config, "method=linear"))
-    record = records.read_record(path)
+    record = record_store.read_record(path)
     assert outcome.status == "ok"
     for causal in (True, False):
         chunk = {p["length"]: p for p in points_of(record, "chunk", causal)}
@@ -201,7 +202,7 @@ def test_every_grid_of_the_yaml_is_valid(make_config):
     grids = yaml.safe_load((REPO / "conf/mode/kernel.yaml").read_text())["grids"]
     config = kernel_config(make_config)
     assert config["mode"]["grids"] == grids
-    validate(config)  # the schema checks every grid of the mode
+    validate(config, run_schemas())  # the schema checks every grid of the mode
     assert max(grids["small"]["lengths"]) >= 16384 and max(grids["paper"]["lengths"]) >= 65536
 
 
@@ -210,10 +211,10 @@ def test_bad_grid_values_are_one_clear_error(make_config):
     config["mode"]["grids"]["smoke"]["dtypes"] = ["float8"]
     with pytest.raises(ConfigError, match=r"mode.grids.smoke.dtypes must be a non-empty list from float32, "
                                           r"bfloat16, float16, got \['float8'\]"):
-        validate(config)
+        validate(config, run_schemas())
     config["budget"]["name"] = "huge"
     with pytest.raises(ConfigError, match="no grid for budget 'huge'; valid budgets: smoke, small, paper"):
-        validate(config)
+        validate(config, run_schemas())
 
 
 BLOCKER = """
@@ -252,7 +253,7 @@ def test_cli_smoke_run_writes_a_kernel_record(tmp_path, data_dir):
     assert done.returncode == 0, done.stderr[-3000:]
     written = list((tmp_path / "results" / "kernel" / "attention_op" / "taylor").glob("*.json"))
     assert len(written) == 1
-    record = records.read_record(written[0])
+    record = record_store.read_record(written[0])
     assert record["status"] == "ok" and {p["length"] for p in record["metrics"]["points"]} == set(SMOKE_LENGTHS)
     assert "fla.parallel_based" in done.stdout and f"record: {written[0]}" in done.stdout
 

@@ -9,7 +9,7 @@ import pytest
 import wandb
 from wandb.proto import wandb_internal_pb2
 
-from suite import logger, records
+from suite import logger, record_store, records
 
 BLOCK = 32768  # the transaction log is a LevelDB log: 32 KiB blocks of chunks with 7-byte headers
 FULL, LAST = 1, 4  # chunk types that end a record
@@ -45,7 +45,7 @@ def test_wandb_run_carries_the_record_id_tags_and_exit_code(make_config, tmp_pat
     assert config["logger"]["mode"] == "offline"
     config_hash = records.config_hash(config, "cpu")
     run_id = records.new_run_id(config_hash)
-    record = records.new_record(
+    record = record_store.new_record(
         "train", config=config, config_hash=config_hash, method={"name": "softmax", "impl": "auto", "params": {}},
         task={"name": "listops"}, metrics={"test_accuracy": 0.25}, env={}, status=status,
         error=None if status == "ok" else "RuntimeError: simulated", run_id=run_id)
@@ -67,6 +67,6 @@ def test_wandb_run_carries_the_record_id_tags_and_exit_code(make_config, tmp_pat
 
 
 def test_without_a_run_id_the_record_makes_its_own():
-    made = [records.new_record("train", config={}, config_hash="0123456789abcdef", method={}, task={}, metrics={},
+    made = [record_store.new_record("train", config={}, config_hash="0123456789abcdef", method={}, task={}, metrics={},
                                env={})["run_id"] for _ in range(2)]
     assert made[0] != made[1] and all("_01234567_" in run_id for run_id in made)

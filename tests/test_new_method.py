@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from suite import modes, records
+from suite import modes, record_store
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -60,6 +60,6 @@ def test_a_new_method_gets_an_ok_record_from_every_mode(project_with_toy, data_d
                           text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     [path] = results.rglob("*.json")
-    record = records.read_record(path)
+    record = record_store.read_record(path)
     assert record["kind"] == mode and record["status"] == "ok", record["error"]
     assert record["method"]["name"] == "toy" and record["method"]["resolved"]

@@ -19,12 +19,12 @@ GRID = ("mode.grids.smoke.context_lengths=[1,7]", "mode.grids.smoke.batch_sizes=
 CHECK = """
 import sys
 from pathlib import Path
-from suite import records
+from suite import record_store
 from suite.site.figures import sweep_figures
 from suite.site.runs import load_runs
 
 [path] = Path(sys.argv[1]).rglob("*.json")
-record = records.read_record(path)  # validated against its kind's schema
+record = record_store.read_record(path)  # validated against its kind's schema
 runs, skipped = load_runs(Path(sys.argv[1]))
 print(record["kind"], record["status"], len(record["metrics"]["crossovers"]), len(skipped),
       len(sweep_figures(runs, "decode2", "context length")))

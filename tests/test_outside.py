@@ -23,7 +23,7 @@ import methods
 import tasks
 from methods.base import MethodError
 from methods.registry import REGISTRY
-from suite import env, records
+from suite import env, record_store, records
 from suite.__main__ import check_group_choices, group_choices, import_paths, main
 from suite.groups import store, store_spec
 from suite.site.runs import install_lines, load_runs, reproduce_command
@@ -125,7 +125,7 @@ def test_a_method_by_import_path_trains_and_its_record_names_its_code(outside, c
     code, _, err = cli(f"method={SPEC}", "task=mqar", "budget=smoke")
     assert code == 0, err
     [path] = (tmp_path / "results").rglob("*.json")
-    record = records.read_record(path)
+    record = record_store.read_record(path)
     assert record["status"] == "ok" and path.parent.name == "sigmoid_fm"
     assert record["config"]["method"] == {"name": "sigmoid_fm", "impl": "auto", "options": {"chunk_size": 64},
                                           "version": 1}

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from suite import records
+from suite import record_store, records
 from suite.protocol import with_lr_and_seed
 from tests.test_cli import cli
 from tests.utils import assert_config_refused
@@ -92,7 +92,7 @@ def test_lr_sweep_end_to_end_chooses_on_seed_0_then_runs_the_other_seeds_and_res
     results = tmp_path / "results"
     done = cli(*SWEEP, f"results_dir={results}", data_dir=data_dir, cwd=tmp_path)
     assert done.returncode == 0, done.stderr[-2000:]
-    runs = [records.read_record(p) for p in written(results)]
+    runs = [record_store.read_record(p) for p in written(results)]
     assert len(runs) == 3 and all(r["status"] == "ok" for r in runs)
 
     first = [r for r in runs if r["config"]["seed"] == 0]
@@ -141,7 +141,7 @@ def test_a_sweep_whose_best_rate_sits_at_an_edge_tries_the_rate_past_it(tmp_path
     results = tmp_path / "results"
     done = cli(*SWEEP[:-1], "protocol.bracket=1", f"results_dir={results}", data_dir=data_dir, cwd=tmp_path)
     assert done.returncode == 0, done.stderr[-2000:]
-    runs = [records.read_record(p) for p in written(results)]
+    runs = [record_store.read_record(p) for p in written(results)]
     first = [r for r in runs if r["config"]["seed"] == 0]
     rates = sorted(r["config"]["budget"]["lr"] for r in first)
     assert len(first) in (3, 4) and {1e-3, 1e-2} < set(rates) <= {1e-4, 1e-3, 1e-2, 1e-1}

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from suite import modes, records, schema
+from suite import modes, record_store, records, schema
 from tests.test_site import decode_record, fidelity_record, kernel_record
 
 REPO = Path(__file__).resolve().parent.parent
@@ -25,15 +25,15 @@ def make(**overrides) -> dict:
                   task={"name": "listops", "seq_len": 2000}, metrics={"test_accuracy": 0.5},
                   env={"device": "cpu"})
     fields.update(overrides)
-    return records.new_record("train", **fields)
+    return record_store.new_record("train", **fields)
 
 
 def test_record_has_every_design_field_and_reads_back(tmp_path):
-    path = records.write_record(make(), tmp_path)
+    path = record_store.write_record(make(), tmp_path)
     assert path.parent == tmp_path / "train" / "listops" / "softmax"
-    back = records.read_record(path)
+    back = record_store.read_record(path)
     assert tuple(back) == records.FIELDS
-    assert back["schema"] == records.SCHEMA and back["status"] == "ok"
+    assert back["schema"] == schema.SCHEMA and back["status"] == "ok"
     assert back["created"].endswith("Z")
     assert [p.name for p in path.parent.iterdir()] == [path.name]  # no temp file left
 
@@ -56,28 +56,28 @@ def test_home_directory_is_scrubbed_from_the_config(tmp_path):
     ("{not json", "not a readable JSON record"),
     ("[1, 2]", "not a record"),
     (json.dumps({"schema": 99}), "unknown schema"),
-    (json.dumps({"schema": records.SCHEMA, "kind": "train"}), "missing fields"),
+    (json.dumps({"schema": schema.SCHEMA, "kind": "train"}), "missing fields"),
 ])
 def test_bad_files_are_refused_with_their_name(tmp_path, text, problem):
     path = tmp_path / "bad.json"
     path.write_text(text)
     with pytest.raises(records.RecordError, match=problem) as info:
-        records.read_record(path)
+        record_store.read_record(path)
     assert str(path) in str(info.value)
 
 
 def test_iter_records_skips_bad_files_with_a_warning(tmp_path):
-    good = records.write_record(make(), tmp_path)
+    good = record_store.write_record(make(), tmp_path)
     (tmp_path / "train" / "corrupt.json").write_text("{")
     with pytest.warns(UserWarning, match="corrupt.json"):
-        found = list(records.iter_records(tmp_path))
+        found = list(record_store.iter_records(tmp_path))
     assert [p for p, _ in found] == [good]
 
 
 def test_a_failed_write_leaves_nothing_behind(tmp_path):
     record = make(metrics={"x": float("nan")})  # NaN is not JSON: the write must fail whole
     with pytest.raises(ValueError):
-        records.write_record(record, tmp_path)
+        record_store.write_record(record, tmp_path)
     assert not [p for p in tmp_path.rglob("*") if p.is_file()]
 
 
@@ -98,23 +98,24 @@ json_values = st.recursive(  # integers a reader can take (64 bits: test_a_numbe
 
 @settings(max_examples=50, deadline=None)
 @given(metrics=st.dictionaries(
-    st.text(min_size=1).filter(lambda k: k not in schema.metrics_model("train").model_fields), json_values, max_size=6))
+    st.text(min_size=1).filter(lambda k: k not in modes.metrics_model("train").model_fields), json_values, max_size=6))
 def test_any_json_metrics_round_trip(tmp_path_factory, metrics):
     root = tmp_path_factory.mktemp("r")
     record = make(metrics=metrics)
-    assert records.read_record(records.write_record(record, root))["metrics"] == json.loads(json.dumps(metrics))
+    written = record_store.write_record(record, root)
+    assert record_store.read_record(written)["metrics"] == json.loads(json.dumps(metrics))
 
 
 @pytest.mark.parametrize("value", [schema.INT_LIMIT + 1, -schema.INT_LIMIT - 1, 10**400])
 def test_a_number_beyond_64_bits_is_refused(tmp_path, value):
     with pytest.raises(records.RecordError, match=r"field 'metrics.extra.0': an integer of \d+ digits is beyond 64"):
-        records.write_record(make(metrics={"extra": [value]}), tmp_path)
+        record_store.write_record(make(metrics={"extra": [value]}), tmp_path)
     assert not list(tmp_path.rglob("*.json"))
 
 
 def test_every_declared_metric_is_in_its_kinds_schema():
     for mode in modes.registry().values():
-        published = json.dumps(schema.json_schema(mode.kind))
+        published = json.dumps(schema.json_schema(mode.kind, modes.metrics_model(mode.kind)))
         for metric in mode.all_metrics():
             assert f'"{metric.name}"' in published and schema.described(metric) in published, (mode.kind, metric.name)
 
@@ -136,28 +137,28 @@ def test_the_writer_and_the_reader_refuse_what_the_schema_refuses(tmp_path, kind
     made = {"train": make, "kernel": lambda: kernel_record("linear", {"chunk": lambda n: 1e-6 * n}),
             "decode": lambda: decode_record("linear"), "fidelity": lambda: fidelity_record("favor")}
     good = made[kind]()
-    path = records.write_record(good, tmp_path / "good")
+    path = record_store.write_record(good, tmp_path / "good")
     bad = json.loads(path.read_text())
     change(bad)
     with pytest.raises(records.RecordError, match=f"field '{where}'"):
-        records.write_record(bad, tmp_path / "bad")
+        record_store.write_record(bad, tmp_path / "bad")
     assert not (tmp_path / "bad").exists()  # nothing written
     (tmp_path / "bad.json").write_text(json.dumps(bad))
     with pytest.raises(records.RecordError, match=f"field '{where}'") as refused:
-        records.read_record(tmp_path / "bad.json")
+        record_store.read_record(tmp_path / "bad.json")
     assert str(tmp_path / "bad.json") in str(refused.value)
 
 
 def test_keys_the_schema_does_not_name_are_kept_as_written(tmp_path):
     record = make(metrics={"test_accuracy": 0.5, "steps": 3, "my_own_metric": {"any": ["json", 1]}})
     record["method"]["note"] = "kept"
-    path, back, model = records.write_record(record, tmp_path), None, None
-    back, model = records.load_record(path)
+    path, back, model = record_store.write_record(record, tmp_path), None, None
+    back, model = record_store.load_record(path)
     assert back == json.loads(json.dumps(record))
     assert model.metrics.test_accuracy == 0.5 and model.metrics.steps == 3 and model.method.name == "softmax"
 
 
 def test_every_record_published_under_results_validates():
     found = sorted((REPO / "results").rglob("*.json"))
-    loaded = [records.load_record(path)[1] for path in found]  # RecordError names the first that does not
+    loaded = [record_store.load_record(path)[1] for path in found]  # RecordError names the first that does not
     assert {model.kind for model in loaded} >= {"train", "kernel", "fidelity", "decode"}

@@ -12,7 +12,7 @@ from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
 import methods
-from suite import records
+from suite import record_store, records
 from suite.run import with_method_version
 from suite.site.runs import load_runs, reproduce_command
 
@@ -64,7 +64,7 @@ def test_a_committed_record_reruns_at_its_budget(tmp_path, data_dir, monkeypatch
     config = composed(reproduce_command(run), tmp_path)
     config["data_dir"] = str(data_dir)
     path, outcome = run_config(config, resume=False)
-    rerun = records.read_record(path)
+    rerun = record_store.read_record(path)
     assert outcome.status == "ok" and records.record_config_hash(rerun) == records.record_config_hash(run.record)
     # The same computation on the same kind of machine: the accuracies of a deterministic CPU run,
     # up to the float reassociation of code changed since (the record's git commit says which).

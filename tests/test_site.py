@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from suite.records import new_record, write_record
+from suite.record_store import new_record, write_record
 from suite.site import SiteError, build_site, pages, reference
 from suite.site.__main__ import main
 from suite.site.board import LRA_TASKS, board_rows

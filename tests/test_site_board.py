@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from suite.records import new_record, write_record
+from suite.record_store import new_record, write_record
 from suite.site import build_site
 from suite.site.board import board_columns, board_rows
 from suite.site.build import SITE_DIR, SiteError

@@ -18,7 +18,7 @@ import pytest
 from selenium.webdriver.common.action_chains import ActionChains
 from selenium.webdriver.support.ui import WebDriverWait
 
-from suite.records import write_record
+from suite.record_store import write_record
 from suite.site import build_site
 from suite.site.browser import chromium, console_errors
 from tests.test_site import write_fixture_results

@@ -21,7 +21,8 @@ from pathlib import Path
 import pytest
 
 import suite.site.build
-from suite.records import RecordError, read_record, validate, write_record
+from suite.record_store import read_record, validate, write_record
+from suite.records import RecordError
 from suite.site import build_site
 from suite.site.__main__ import main
 from suite.site.board import board_rows

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from suite.records import write_record
+from suite.record_store import write_record
 from suite.site.board import MAX_COLUMNS, board_columns, board_rows, board_tables
 from suite.site.charts import validate
 from suite.site.figures import pareto_figures

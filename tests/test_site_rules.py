@@ -12,7 +12,7 @@ import re
 from html.parser import HTMLParser
 from pathlib import Path
 
-from suite.records import write_record
+from suite.record_store import write_record
 from suite.site.build import SITE_DIR
 from suite.site.figures import fidelity_headline
 from suite.site.lead import RULES, lead, ranked

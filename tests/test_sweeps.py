@@ -12,7 +12,7 @@ import pytest
 from hydra import compose, initialize_config_dir
 
 from suite import __main__ as cli_main
-from suite import records
+from suite import record_store
 from suite.run import run
 
 REPO = Path(__file__).resolve().parent.parent
@@ -26,7 +26,7 @@ def suite_cli(*args: str, tmp_path: Path, data_dir: Path, **env: str) -> subproc
 
 
 def ok_records(results: Path) -> list[dict]:
-    return [r for _, r in records.iter_records(results) if r["status"] == "ok"]
+    return [r for _, r in record_store.iter_records(results) if r["status"] == "ok"]
 
 
 def test_multirun_resumes_and_skips_finished_jobs(tmp_path, data_dir):
@@ -85,7 +85,7 @@ def test_a_failing_job_is_recorded_and_does_not_raise(make_config, monkeypatch):
 
     monkeypatch.setattr(suite.training, "train", explode)
     path, outcome = run(make_config())
-    record = records.read_record(path)
+    record = record_store.read_record(path)
     assert outcome.status == "error" and record["status"] == "error"
     assert "simulated failure" in record["error"]
 

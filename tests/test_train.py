@@ -6,9 +6,10 @@ from __future__ import annotations
 import pytest
 
 import suite.training
-from suite import records
+from suite import record_store
 from suite.config import validate
 from suite.errors import ConfigError
+from suite.modes import run_schemas
 from suite.modes.train.job import baseline_verdict, summary
 from suite.run import run
 
@@ -16,7 +17,7 @@ from suite.run import run
 def train_record(config: dict) -> dict:
     path, outcome = run(config, resume=False)
     assert outcome.status == "ok", outcome.error
-    return records.read_record(path)
+    return record_store.read_record(path)
 
 
 def test_target_val_accuracy_stops_at_the_first_eval_that_reaches_it(make_config, monkeypatch):
@@ -77,14 +78,14 @@ def test_target_outside_0_1_is_refused(make_config, target):
     config = make_config()
     config["budget"]["target_val_accuracy"] = target
     with pytest.raises(ConfigError, match="budget.target_val_accuracy must be a number in"):
-        validate(config)
+        validate(config, run_schemas())
 
 
 @pytest.mark.parametrize("target", [None, 1, 0.99])
 def test_target_in_0_1_or_null_is_accepted(make_config, target):
     config = make_config()
     config["budget"]["target_val_accuracy"] = target
-    validate(config)  # raises if refused
+    validate(config, run_schemas())  # raises if refused
 
 
 D = 64  # model=hybrid: width 64, one head, one attention layer (after a convolution)

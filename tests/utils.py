@@ -7,6 +7,7 @@ import pytest
 from methods.contract import assert_close, rel_error  # noqa: F401 - one definition, the kit's
 from suite.config import validate
 from suite.errors import ConfigError
+from suite.modes import run_schemas
 
 
 def assert_config_refused(config: dict, group: str, override: dict, says: str) -> None:
@@ -14,4 +15,4 @@ def assert_config_refused(config: dict, group: str, override: dict, says: str) -
     matching ``says``."""
     config[group].update(override)
     with pytest.raises(ConfigError, match=says):
-        validate(config)
+        validate(config, run_schemas())

@@ -1,6 +1,7 @@
 """Modes: what kind of job a run is. Each is one package, ``suite/modes/<name>/``, found the way
 methods are: its ``__init__`` declares ``MODE``, a :class:`Mode` (its name, its metrics, its section
-of the site), and the package holds three modules of fixed names:
+of the site; suite/modes/declare.py, which a mode imports instead of this registry), and the
+package holds three modules of fixed names:
 
 - ``job.py``: ``job(config, device, config_hash) -> JobResult`` (suite/job.py; the run checks the config
   and hashes it once, and hands both over) and ``summary(record) -> str``;
@@ -13,6 +14,10 @@ Adding a mode is its package plus ``conf/mode/<name>.yaml``: the run's dispatch,
 the record kinds and schemas, the metric declarations and the site's sections all come from here.
 What modes share (grid selection, the summary's heading, the text table) is in suite/modes/common.py.
 
+The vocabulary the modes build on (suite/config.py, suite/schema.py, suite/records.py, suite/metrics.py)
+imports no mode and not this registry: the registry hands it each mode's parts (``run_schemas``,
+``metrics_model``, ``record_model``, ``sweep_layout``, ``declared``).
+
 A mode's ``__init__`` and ``schema.py`` import nothing heavy (no torch): the site reads them too.
 """
 
@@ -20,58 +25,11 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
-from dataclasses import dataclass, field
 from functools import cache
-from types import ModuleType
 
+from suite import schema
 from suite.metrics import Metric
-
-# How the site draws a mode's records on the plots page: "pareto" (accuracy against cost over
-# board cells), "sweep" (each metric of the record's points against its length, log-log, one line
-# per method and implementation), "fidelity" (errors against feature size and length).
-FIGURE_STYLES = ("pareto", "sweep", "fidelity")
-
-
-@dataclass(frozen=True)
-class Section:
-    """A mode's section of the site's plots page."""
-
-    title: str
-    figures: str  # one of FIGURE_STYLES
-    x_label: str = ""  # what a sweep puts on x
-
-
-@dataclass(frozen=True)
-class Mode:
-    """What the harness and the site know of a mode."""
-
-    name: str  # also the ``kind`` of its records
-    order: int  # its place among the modes (site sections, lists)
-    package: str  # its package (the ``__name__`` of its ``__init__``), holding job, config and schema
-    metrics: dict[str, tuple[Metric, ...]] = field(default_factory=dict)  # its tables, by what a row is
-    section: Section | None = None
-    # The method capabilities its job calls (methods.base.CAPABILITIES); a run of a method that lacks
-    # one writes a record of status not_applicable saying which, instead of running the job.
-    needs: frozenset[str] = frozenset()
-
-    @property
-    def kind(self) -> str:
-        return self.name
-
-    def part(self, module: str) -> ModuleType:
-        """The package's module ``job``, ``config`` or ``schema``, imported when first needed."""
-        return importlib.import_module(f"{self.package}.{module}")
-
-    def job_module(self) -> ModuleType:
-        return self.part("job")
-
-    def all_metrics(self) -> tuple[Metric, ...]:
-        """Every metric the mode declares, its tables in order, each once."""
-        seen: dict[str, Metric] = {}
-        for table in self.metrics.values():
-            for metric in table:
-                seen.setdefault(metric.name, metric)
-        return tuple(seen.values())
+from suite.modes.declare import FIGURE_STYLES, Mode  # noqa: F401 - FIGURE_STYLES: the site reads it here
 
 
 @cache
@@ -99,6 +57,31 @@ def declared(kind: str | None = None) -> dict[str, Metric]:
             for metric in mode.all_metrics():
                 found.setdefault(metric.name, metric)
     return found
+
+
+def run_schemas() -> dict[str, type]:
+    """Each mode's config schema (its config.py's ``Run``), by name: what suite/config.py checks a
+    run's config against (``validate``, ``added_key``) beside what every run reads."""
+    return {name: mode.part("config").Run for name, mode in registry().items()}
+
+
+def metrics_model(kind: str) -> type[schema.RecordObject]:
+    """The model of the ``metrics`` of records of ``kind``: its mode's (schema.py ``Metrics``)."""
+    return get(kind).part("schema").Metrics
+
+
+def sweep_layout(kind: str) -> schema.SweepLayout:
+    """How the points of a record of ``kind`` read, where the site draws the kind as sweeps (its
+    mode's schema.py ``SWEEP``)."""
+    return get(kind).part("schema").SWEEP
+
+
+def record_model(kind: str) -> type[schema.Record]:
+    """The model of a record of ``kind`` (suite/schema.py's record around its mode's metrics);
+    KeyError for a kind no mode declares."""
+    if kind not in registry():
+        raise KeyError(kind)
+    return schema.record_model(kind, metrics_model(kind))
 
 
 def get(name: str) -> Mode:

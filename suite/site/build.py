@@ -159,7 +159,8 @@ def publish_schemas(out_dir: Path) -> list[tuple[str, str]]:
     for mode in modes.registry().values():
         path = f"schema/record-{mode.kind}.json"
         (out_dir / "schema").mkdir(exist_ok=True)
-        (out_dir / path).write_text(json.dumps(schema.json_schema(mode.kind), indent=1) + "\n")
+        published_schema = schema.json_schema(mode.kind, modes.metrics_model(mode.kind))
+        (out_dir / path).write_text(json.dumps(published_schema, indent=1) + "\n")
         published.append((mode.kind, path))
     return published
 

@@ -20,8 +20,8 @@ from typing import Any
 
 from suite import scaling
 from suite.metrics import Metric, format_bytes, format_value
-from suite.modes import declared
-from suite.schema import Statistics, sweep_layout
+from suite.modes import declared, sweep_layout
+from suite.schema import Statistics
 from suite.site import known
 from suite.site.board import ACCURACY, NO_STATE, RECALL_FAMILIES, VERDICTS, Cell, Column, Row, format_lr, verdict
 from suite.site.charts import PALETTE, SHAPES, Axis, Layout, chart

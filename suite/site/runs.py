@@ -19,7 +19,7 @@ from typing import Any
 
 from suite import modes, records
 from suite.metrics import Metric
-from suite.records import iter_loaded
+from suite.record_store import iter_loaded
 from suite.schema import Record
 
 PLOT_SUFFIXES = (".png", ".svg", ".jpg", ".jpeg", ".webp")

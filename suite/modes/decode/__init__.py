@@ -2,7 +2,7 @@
 (suite/modes/decode/job.py)."""
 
 from suite.metrics import metric_table
-from suite.modes import Mode, Section
+from suite.modes.declare import Mode, Section
 
 # Per (batch size, context length) point of the sweep.
 POINT_METRICS = metric_table("""

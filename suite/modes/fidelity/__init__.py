@@ -2,7 +2,7 @@
 first (suite/modes/fidelity/job.py)."""
 
 from suite.metrics import metric_table
-from suite.modes import Mode, Section
+from suite.modes.declare import Mode, Section
 
 # Per (source, N, d_phi) point: errors against exact softmax attention (each a mean / median / p95 /
 # max over queries; the denominator first, it rescales the whole output), then the cost of the

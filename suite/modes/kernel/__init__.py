@@ -2,7 +2,7 @@
 (suite/modes/kernel/job.py)."""
 
 from suite.metrics import metric_table
-from suite.modes import Mode, Section
+from suite.modes.declare import Mode, Section
 
 PHASES = ("fwd", "fwdbwd")  # a point times the forward, then forward and backward
 # One row per implementation series (report.py). Times and memory are at the series' longest

@@ -1,7 +1,7 @@
 """mode=train: train a method on a task and test it at the best validation step (suite/modes/train/job.py)."""
 
 from suite.metrics import metric_table
-from suite.modes import Mode, Section
+from suite.modes.declare import Mode, Section
 
 RECORD_METRICS = metric_table("""
     test_accuracy      | test acc     | fraction | higher
