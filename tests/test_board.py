@@ -195,8 +195,11 @@ def test_the_board_command_refuses_an_unknown_board_and_prints_a_dry_run():
     dry = command("cpu", "--dry-run", "hydra.launcher.n_jobs=1")
     assert dry.returncode == 0, dry.stderr
     lines = [line for line in dry.stderr.splitlines() if "multirun" in line]
-    assert len(lines) == 7 and all(line.endswith("hydra.launcher.n_jobs=1") for line in lines)
+    assert len(lines) == 9 and all(line.endswith("hydra.launcher.n_jobs=1") for line in lines)  # 1 + 5 axes + 3 points
     assert "point=cpu_mqar_64x16 method=softmax,linear,sliding_window,loglinear,hedgehog,taylor,favor" in lines[0]
+    # one multirun per other point: a pinned commit's pre-check refuses a sweep over several points
+    assert [line.split(" point=")[1].split()[0] for line in lines[6:]] == ["cpu_mqar_64x4", "cpu_mqar_64x8",
+                                                                          "cpu_listops_short"]
 
 
 def test_a_board_file_runs_its_multiruns_and_resumes(tmp_path, data_dir):
