@@ -184,3 +184,28 @@ def test_a_best_cell_from_a_dirty_tree_is_marked_on_the_first_screen(tmp_path, d
     top = build(tmp_path, records).split('<table class="board', 1)[0]
     marked = '<b>softmax</b> 91.0% ± 1.0 (n=3, 32.0 KiB state) <span class="dirty-tag">dirty tree</span>'
     assert (marked in top) == dirty
+
+
+def test_the_length_gap_counts_the_longer_lengths_a_recall_run_was_tested_at(tmp_path):
+    """LENGTH_GAP: a run trained at 64 tokens and also scored at 256 (length_accuracy) measured
+    accuracy up to 256 tokens; the first screen must not say 'at most 64'."""
+    from suite.site.lead import length_gap_sentence
+
+    records = seeds("softmax")
+    for record in records:
+        record["metrics"]["length_accuracy"] = [{"seq_len": 128, "num_kv_pairs": 8, "accuracy": 0.5},
+                                                {"seq_len": 256, "num_kv_pairs": 16, "accuracy": 0.3}]
+    _, rows, _ = rows_from(tmp_path / "a", records)
+    kernel = kernel_table([run for run in load_runs(_kernel_records(tmp_path / "k"))[0]])
+    said = length_gap_sentence(rows, kernel).text
+    assert said.startswith("Accuracy was measured on sequences of up to 256 tokens"), said
+    _, short_rows, _ = rows_from(tmp_path / "b", seeds("softmax"))
+    assert length_gap_sentence(short_rows, kernel).text.startswith(
+        "Accuracy was measured on sequences of at most 64 tokens")
+
+
+def _kernel_records(folder: Path) -> Path:
+    for record in (kernel_record("softmax", {"naive": lambda n: 1e-9 * n * n}),
+                   kernel_record("linear", {"chunk": lambda n: 1e-6 * n})):
+        write_record(record, folder)
+    return folder

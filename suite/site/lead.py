@@ -360,8 +360,12 @@ def paper_scale_sentence(rows: list[Row], columns: list[Column]) -> Sentence | N
 def length_gap_sentence(rows: list[Row], kernel: KernelTable | None) -> Sentence | None:
     """LENGTH_GAP: the longest length accuracy was measured at, against the lengths the kernel
     records timed and where they place the crossovers."""
-    lengths = [r.record["task"].get("max_length") or r.record["task"].get("seq_len") for r in board_runs(rows)]
-    lengths = [n for n in lengths if n]
+    runs = board_runs(rows)
+    lengths = [r.record["task"].get("max_length") or r.record["task"].get("seq_len") for r in runs]
+    # The longer test lengths a recall run was also scored at (evaluation only) count as measured.
+    lengths += [point.get("seq_len") for r in runs for point in (r.metrics.get("length_accuracy") or [])
+                if isinstance(point, dict)]
+    lengths = [n for n in lengths if isinstance(n, int) and not isinstance(n, bool) and n > 0]
     if not lengths or kernel is None or kernel.shortest is None:
         return None
     longest = max(lengths)
