@@ -82,20 +82,41 @@ def test_the_console_command_refuses_a_typo_with_the_valid_choices(installed, tm
     assert done.stderr.strip().splitlines()[-1].startswith("error: unknown method 'favour'; did you mean 'favor'?")
 
 
-OUTSIDE_PYPROJECT = '''[build-system]
+PYPROJECT = """[build-system]
 requires = ["setuptools>=61"]
 build-backend = "setuptools.build_meta"
 
 [project]
-name = "sigmoid-attention"
-version = "0.1.0"
+name = "{name}"
+version = "{version}"
 
 [project.entry-points."attention_suite.methods"]
-sigmoid_fm = "sigpkg.attn:SigmoidAttention"
+{entry_points}
 
 [tool.setuptools]
-packages = ["sigpkg"]
-'''
+packages = ["{package}"]
+"""
+
+
+def install_outside(installed: Path, folder: Path, name: str, version: str, package: str,
+                    modules: dict[str, str], entry_points: dict[str, str]) -> None:
+    """Write a package of one's own (``modules``: file name -> source, ``entry_points``: method name ->
+    ``module:Class``), build its wheel and install it into the ``installed`` venv beside the suite's."""
+    source = folder / name
+    (source / package).mkdir(parents=True)
+    (source / package / "__init__.py").write_text("")
+    for file, text in modules.items():
+        (source / package / file).write_text(text)
+    points = "\n".join(f'{method} = "{target}"' for method, target in entry_points.items())
+    (source / "pyproject.toml").write_text(PYPROJECT.format(name=name, version=version, package=package,
+                                                            entry_points=points))
+    built = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
+                            "-w", str(folder / "dist"), str(source)], capture_output=True, text=True, timeout=300)
+    assert built.returncode == 0, built.stderr[-3000:]
+    [wheel] = (folder / "dist").glob(f"{name.replace('-', '_')}-*.whl")
+    done = subprocess.run([sys.executable, "-m", "pip", "--python", str(installed / "bin" / "python"), "install",
+                           "--no-deps", "-q", str(wheel)], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
 
 
 def test_an_installed_package_s_method_trains_and_its_run_page_says_what_to_install(installed, tmp_path, data_dir):
@@ -104,18 +125,8 @@ def test_an_installed_package_s_method_trains_and_its_run_page_says_what_to_inst
     version, and the run page installs that version before the command (issue 35)."""
     from tests.test_outside import SIGMOID
 
-    source = tmp_path / "sigmoid-attention"
-    (source / "sigpkg").mkdir(parents=True)
-    (source / "sigpkg" / "__init__.py").write_text("")
-    (source / "sigpkg" / "attn.py").write_text(SIGMOID)
-    (source / "pyproject.toml").write_text(OUTSIDE_PYPROJECT)
-    built = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
-                            "-w", str(tmp_path / "dist"), str(source)], capture_output=True, text=True, timeout=300)
-    assert built.returncode == 0, built.stderr[-3000:]
-    [wheel] = (tmp_path / "dist").glob("sigmoid_attention-*.whl")
-    done = subprocess.run([sys.executable, "-m", "pip", "--python", str(installed / "bin" / "python"), "install",
-                           "--no-deps", "-q", str(wheel)], capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr[-3000:]
+    install_outside(installed, tmp_path, "sigmoid-attention", "0.1.0", "sigpkg", {"attn.py": SIGMOID},
+                    {"sigmoid_fm": "sigpkg.attn:SigmoidAttention"})
     env, results, out = clean_env(installed, tmp_path), tmp_path / "results", tmp_path / "out"
     ran = subprocess.run([str(installed / "bin" / "attention-suite"), "method=sigmoid_fm", "task=mqar", "budget=smoke",
                           f"results_dir={results}", f"data_dir={data_dir}"],
@@ -132,22 +143,6 @@ def test_an_installed_package_s_method_trains_and_its_run_page_says_what_to_inst
     [page] = [p for p in out.rglob("*.html") if "pip install sigmoid-attention==0.1.0" in p.read_text()]
     assert " method=sigpkg.attn:SigmoidAttention " in page.read_text()  # by import path: works installed or not
 
-
-BOTH_PYPROJECT = '''[build-system]
-requires = ["setuptools>=61"]
-build-backend = "setuptools.build_meta"
-
-[project]
-name = "outside-attention"
-version = "0.2.0"
-
-[project.entry-points."attention_suite.methods"]
-sigmoid_fm = "outpkg.attn:SigmoidAttention"
-stateless_softmax = "outpkg.stateless:StatelessSoftmax"
-
-[tool.setuptools]
-packages = ["outpkg"]
-'''
 
 SMALL_BOARD = {"points": ["mqar"], "state_point": "mqar", "point_group": "task", "budget": "smoke",
                "protocol": {"name": "single", "seeds": [0]},
@@ -177,19 +172,11 @@ def test_an_outside_package_joins_the_command_line_the_contract_the_board_and_th
 
     from tests.test_outside import SIGMOID
 
-    source = tmp_path / "outside-attention"
-    (source / "outpkg").mkdir(parents=True)
-    (source / "outpkg" / "__init__.py").write_text("")
-    (source / "outpkg" / "attn.py").write_text(SIGMOID)
-    shutil.copy(REPO / "tests" / "outside_methods.py", source / "outpkg" / "stateless.py")  # imports only methods
-    (source / "pyproject.toml").write_text(BOTH_PYPROJECT)
-    built = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
-                            "-w", str(tmp_path / "dist"), str(source)], capture_output=True, text=True, timeout=300)
-    assert built.returncode == 0, built.stderr[-3000:]
-    [wheel] = (tmp_path / "dist").glob("outside_attention-*.whl")
-    done = subprocess.run([sys.executable, "-m", "pip", "--python", str(installed / "bin" / "python"), "install",
-                           "--no-deps", "-q", str(wheel)], capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr[-3000:]
+    stateless = (REPO / "tests" / "outside_methods.py").read_text()  # imports only methods
+    install_outside(installed, tmp_path, "outside-attention", "0.2.0", "outpkg",
+                    {"attn.py": SIGMOID, "stateless.py": stateless},
+                    {"sigmoid_fm": "outpkg.attn:SigmoidAttention",
+                     "stateless_softmax": "outpkg.stateless:StatelessSoftmax"})
     env, results, out = clean_env(installed, tmp_path), tmp_path / "results", tmp_path / "out"
     env["SUITE_DATA_DIR"] = str(data_dir)
     bin_dir = installed / "bin"
