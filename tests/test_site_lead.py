@@ -131,6 +131,18 @@ def test_first_screen_names_the_best_and_the_best_sub_quadratic_at_no_more_state
     assert "lonely" not in headlines
 
 
+def test_a_cell_tied_with_exact_attention_on_more_state_is_not_the_best_sub_quadratic(tmp_path):
+    # bigstate ties with softmax on twice its state: the best sub-quadratic at no more state than
+    # exact attention is linear, not the cell that let itself in by tying.
+    records = seeds("softmax", (0.98, 0.99, 1.0), pairs=16, state=32768, time="N^2", baseline=0.01)
+    records += seeds("bigstate", (0.975, 0.985, 0.995), pairs=16, state=65536, time="N", baseline=0.01)
+    records += seeds("linear", (0.59, 0.60, 0.61), pairs=16, state=16640, time="N", baseline=0.01)
+    _, rows, columns = rows_from(tmp_path, records)
+    line = next(ln for ln in lead(rows, columns, []).lines if ln.column == columns[0])
+    assert sorted(e.row.label for e in line.best.leaders) == ["bigstate", "softmax"]
+    assert [e.row.label for e in line.best_sub.leaders] == ["linear"]
+
+
 def test_kernel_crossovers_against_exact_attention_say_which_records(tmp_path):
     softmax = kernel_record("softmax", {"naive": lambda n: 1e-9 * n * n})
     linear = kernel_record("linear", {"chunk": lambda n: 1e-6 * n, "sdpa": lambda n: 0.5e-9 * n * n})

@@ -50,8 +50,8 @@ RULES = {
             "mean unless another cell is within noise of it, then they are tied. A cell leads another only when "
             "the difference of their means is more than two standard errors of that difference (SE = std / √n per "
             "cell). The best sub-quadratic is asked the same way among the cells that are not exact attention at "
-            "that point and hold no more state than the best (within the equal-state band), so no method wins by "
-            "holding more state.",
+            "that point and hold no more state than the best (within the equal-state band; where exact attention "
+            "is among the best, than its cells), so no method wins by holding more state.",
     "EXACT_AT_POINT": "A cell is exact attention at its point when its record's method.time_in_length is N^2, or "
                       "when its window (the method's resolved window option) is at least the point's sequence "
                       "length: such a window sees every key.",
@@ -181,8 +181,11 @@ def ranked(rows: list[Row], column: Column) -> list[Entry]:
 
 def state_limit(ranking: Ranking) -> float | None:
     """The most state a cell may hold to be compared with ``ranking``'s leaders: the largest
-    leader's, widened by the equal-state band (None: any state, when a leader has none recorded)."""
-    states = [e.state for e in ranking.leaders]
+    leader's, widened by the equal-state band (None: any state, when a leader has none recorded).
+    Where exact attention is among the leaders, only its leaders set the limit: a sub-quadratic
+    cell tied with it while holding more state would otherwise let itself in."""
+    exact = [e for e in ranking.leaders if e.exact]
+    states = [e.state for e in exact or ranking.leaders]
     return None if not states or None in states else max(states) * (1 + STATE_BAND)
 
 
