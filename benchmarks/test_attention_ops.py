@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from benchmarks.goals import BOARD_LENGTHS, BOARD_SHAPE, CONF, FAST_PATH, LENGTHS, SHAPE, build, method_options
+from benchmarks.goals import BOARD_LENGTHS, BOARD_SHAPE, FAST_PATH, LENGTHS, SHAPE, build, method_options
 
 DEVICE = torch.device("cuda" if torch.cuda.is_available() else "cpu")
 DTYPE = torch.bfloat16 if DEVICE.type == "cuda" else torch.float32
@@ -114,10 +114,11 @@ def test_board_training_step(benchmark, keep_median, method, n):
 
     import yaml
 
+    from suite.__main__ import CONF_DIR
     from suite.model import build_model, token_loss
     from tasks.recall.mqar import make
 
-    model_config = yaml.safe_load((CONF / "model" / "hybrid.yaml").read_text())
+    model_config = yaml.safe_load((CONF_DIR / "model" / "hybrid.yaml").read_text())
     ids, labels = make(BOARD_SHAPE["batch"], n, n // 16, 512, seed=0)
     info = SimpleNamespace(vocab_size=513, seq_len=n, num_classes=513, extra={})
     torch.manual_seed(0)
