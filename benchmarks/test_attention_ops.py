@@ -21,11 +21,12 @@ def synchronize() -> None:
         torch.cuda.synchronize()
 
 
-def inputs(shape: dict, n: int, seed: int = 0) -> tuple[torch.Tensor, ...]:
-    """q, k, v (leaves requiring grad) and the output gradient."""
+def inputs(shape: dict, n: int, query_key_dim: int, seed: int = 0) -> tuple[torch.Tensor, ...]:
+    """q, k (at the width the method reads them: Taylor's 16), v (leaves requiring grad) and the
+    output gradient."""
     generator = torch.Generator(device=DEVICE).manual_seed(seed + n)
-    sizes = [(shape["batch"], shape["heads"], n, shape[key])
-             for key in ("head_dim", "head_dim", "value_dim", "value_dim")]
+    sizes = [(shape["batch"], shape["heads"], n, width)
+             for width in (query_key_dim, query_key_dim, shape["value_dim"], shape["value_dim"])]
     q, k, v, grad_out = (torch.randn(s, generator=generator, device=DEVICE, dtype=DTYPE) for s in sizes)
     return q.requires_grad_(), k.requires_grad_(), v.requires_grad_(), grad_out
 
@@ -35,7 +36,7 @@ def time_forward_backward(benchmark, method: str, shape: dict, n: int, rounds: i
     if impl == "chunk" and DEVICE.type == "cuda" and "triton" in build(method, shape["head_dim"]).impls:
         impl = "triton"
     module = build(method, shape["head_dim"], impl).to(DEVICE)
-    q, k, v, grad_out = inputs(shape, n)
+    q, k, v, grad_out = inputs(shape, n, module.query_key_dim)
 
     def forward_backward():
         out = module(q, k, v, causal=True)
