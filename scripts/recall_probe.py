@@ -47,17 +47,14 @@ ALIKE = 0.95  # phi(k) of two value slots this close in direction: no query tell
 
 
 def kernel_weights(method: AttentionMethod, q: torch.Tensor, k: torch.Tensor):
-    """Causal normalised weights (B, N, N) of head 0, and phi(k) (B, N, F) or None."""
+    """Causal normalised weights (B, N, N) of head 0, from the method's own ``log_weights`` (what
+    the fidelity mode compares with softmax), and phi(k) (B, N, F), or None without a feature map."""
     q, k = q[:, :1].float(), k[:, :1].float()
-    if hasattr(method, "feature_map"):
-        phi_k = method.feature_map(k, "key")
-        scores = method.feature_map(q, "query") @ phi_k.transpose(-1, -2)
-        phi_k = phi_k[:, 0]
-    else:  # softmax's weights, scaled as attention scales them
-        logits = q @ k.transpose(-1, -2) / q.shape[-1] ** 0.5
-        scores, phi_k = (logits - logits.amax(-1, keepdim=True)).exp(), None
-    scores = scores[:, 0].tril()
-    return scores / scores.sum(-1, keepdim=True), phi_k
+    log_weights = method.log_weights(q, k)[:, 0]  # every key for every query: masked here
+    later_keys = torch.ones(log_weights.shape[-2:], dtype=torch.bool).triu(1)
+    weights = torch.softmax(log_weights.masked_fill(later_keys, -torch.inf), -1).float()
+    phi_k = method.feature_map(k, "key")[:, 0] if hasattr(method, "feature_map") else None
+    return weights, phi_k
 
 
 def nearest_cosine(features: torch.Tensor) -> torch.Tensor:
