@@ -160,6 +160,31 @@ def test_mqar_test_lengths_must_be_longer_lengths(tmp_path, lengths):
         tasks.load("mqar", mqar_config(test_lengths=lengths), tmp_path)
 
 
+def test_mqar_train_mix_draws_training_examples_from_each_setting_padded_and_leaves_val_and_test_alone(tmp_path):
+    mix = [[16, 2], [32, 4], [64, 8]]
+    data = tasks.load("mqar", mqar_config(num_kv_pairs=8, train_mix=mix, num_train=30), tmp_path)
+    shapes = []
+    for i in range(len(data.train)):
+        ids, labels = data.train[i]["input_ids"], data.train[i]["label"]
+        assert ids.shape == labels.shape == (64,)  # padded to the task's length
+        length = int((ids != 0).sum())
+        assert (ids[length:] == 0).all() and (labels[length:] == IGNORE).all()  # padding after the example
+        shapes.append((length, int((labels != IGNORE).sum())))
+    assert sorted(set(shapes)) == [(16, 2), (32, 4), (64, 8)]
+    assert [shapes.count(s) for s in sorted(set(shapes))] == [10, 10, 10]  # equal shares, in one shuffled order
+    assert shapes != sorted(shapes)
+    plain = tasks.load("mqar", mqar_config(num_kv_pairs=8, num_train=30), tmp_path)
+    for split in ("val", "test"):  # validation and test stay at the task's own length and pairs
+        assert torch.equal(getattr(data, split)[0]["input_ids"], getattr(plain, split)[0]["input_ids"])
+    assert not torch.equal(data.train[0]["input_ids"], plain.train[0]["input_ids"])
+
+
+@pytest.mark.parametrize("mix", [[[128, 4]], [[64]], [[16, 5]], "64x4", [[16, True]]])
+def test_mqar_train_mix_refuses_a_setting_the_task_cannot_hold(tmp_path, mix):
+    with pytest.raises(TaskError, match="task.(train_mix|num_kv_pairs)="):
+        tasks.load("mqar", mqar_config(train_mix=mix), tmp_path)
+
+
 @pytest.mark.parametrize("key,value", [("source", "local"), ("num_train", 0), ("power_a", 0), ("data_seed", "x")])
 def test_mqar_loader_names_a_bad_config_value(tmp_path, key, value):
     with pytest.raises(TaskError, match=f"task.{key}="):

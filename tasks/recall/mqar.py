@@ -27,7 +27,7 @@ import numpy as np
 import torch
 
 from tasks.base import IGNORE_LABEL, LengthTest, TaskData, TaskError, TaskInfo
-from tasks.cache import generated_splits
+from tasks.cache import generated_splits, split_seed
 from tasks.options import choice_option, int_option, split_sizes
 from tasks.recall.sampling import distinct_uniform, sample_without_replacement
 from tasks.splits import TokenTargets
@@ -79,6 +79,40 @@ def make(num_examples: int, seq_len: int, num_kv_pairs: int, vocab_size: int, se
     return torch.from_numpy(inputs + ID_SHIFT), torch.from_numpy(labels)
 
 
+def make_mixed(num_examples: int, seq_len: int, mix: list[tuple[int, int]], vocab_size: int, seed: int,
+               power_a: float = 0.01) -> tuple[torch.Tensor, torch.Tensor]:
+    """A training split drawn from several (length, pairs) settings, as Zoology and Based train their
+    recall models (their configs mix 64-256 tokens and 4-64 pairs): the short, sparse examples break
+    the long plateau at chance that a large vocabulary holds a model on at the long setting. Equal
+    shares of ``num_examples`` per setting, each right-padded to ``seq_len`` (padding id 0, labels
+    ignored: a causal model's predictions before the padding do not see it), in one seeded order."""
+    parts = []
+    for i, (length, pairs) in enumerate(mix):
+        share = num_examples // len(mix) + (i < num_examples % len(mix))
+        part_seed = int(np.random.SeedSequence([seed, i]).generate_state(1)[0])
+        inputs, labels = make(share, length, pairs, vocab_size, part_seed, power_a)
+        pad = seq_len - length
+        parts.append((torch.nn.functional.pad(inputs, (0, pad), value=0),
+                       torch.nn.functional.pad(labels, (0, pad), value=IGNORE_LABEL)))
+    order = torch.from_numpy(np.random.default_rng(seed).permutation(num_examples))
+    return torch.cat([p[0] for p in parts])[order], torch.cat([p[1] for p in parts])[order]
+
+
+def train_mix(config: Mapping, seq_len: int, vocab_size: int) -> list[tuple[int, int]]:
+    """``task.train_mix``: the (length, pairs) settings the training split mixes (none: the task's
+    own), each checked as Zoology's generator checks its sizes and no longer than ``seq_len``."""
+    mix = config.get("train_mix") or []
+    shape = isinstance(mix, list) and all(
+        isinstance(item, list) and len(item) == 2 and all(isinstance(n, int) and not isinstance(n, bool) for n in item)
+        for item in mix)
+    if not shape or any(not 0 < length <= seq_len for length, _ in mix):
+        raise TaskError(f"task.train_mix={mix!r}: expected a list of [length, pairs], each length in "
+                        f"(0, seq_len={seq_len}], e.g. [[64, 4], [256, 64]]")
+    for length, pairs in mix:
+        check(length, pairs, vocab_size)
+    return [(length, pairs) for length, pairs in mix]
+
+
 def load(config: Mapping, data_dir: Path) -> TaskData:
     """Generate (or read from ``<data_dir>/recall/mqar/<key>/``) the MQAR splits of ``config``."""
     choice_option(config, "source", ("generate",))  # nothing to read: these tasks are defined by their generator
@@ -94,10 +128,17 @@ def load(config: Mapping, data_dir: Path) -> TaskData:
         "vocab_size": vocab_size, "power_a": float(power_a), "data_seed": int_option(config, "data_seed", 0),
         **{f"num_{split}": size for split, size in split_sizes(config).items()},
     }
-    splits = generated_splits(
-        Path(data_dir) / "recall" / "mqar", fields,
-        lambda num, seed: make(num, seq_len, num_kv_pairs, vocab_size, seed, float(power_a)),
-    )
+    mix = train_mix(config, seq_len, vocab_size)
+    if mix:  # only then a field: the data (and cache) of a task without a mix stay as they were
+        fields["train_mix"] = [list(item) for item in mix]
+    train_seed = split_seed(fields["data_seed"], "train")
+
+    def make_split(num: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+        if mix and seed == train_seed:
+            return make_mixed(num, seq_len, mix, vocab_size, seed, float(power_a))
+        return make(num, seq_len, num_kv_pairs, vocab_size, seed, float(power_a))
+
+    splits = generated_splits(Path(data_dir) / "recall" / "mqar", fields, make_split)
     num_values = vocab_size - vocab_size // 2
     length_tests = [length_test(fields, length, data_dir) for length in test_lengths(config, seq_len, num_kv_pairs,
                                                                                       vocab_size)]
@@ -133,7 +174,7 @@ def length_test(fields: Mapping, length: int, data_dir: Path) -> LengthTest:
     points keep that density: 4 pairs in 64 tokens, 256 in 1,024), so a longer test binds more
     pairs than training did. Its examples are drawn from the test seed at that size."""
     pairs = length * fields["num_kv_pairs"] // fields["seq_len"]
-    sized = {key: value for key, value in fields.items() if key not in ("num_train", "num_val")}
+    sized = {key: value for key, value in fields.items() if key not in ("num_train", "num_val", "train_mix")}
     sized.update(seq_len=length, num_kv_pairs=pairs)
     split = generated_splits(
         Path(data_dir) / "recall" / "mqar", sized,
