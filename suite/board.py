@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import itertools
 import os
+import re
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -32,7 +33,9 @@ BOARDS_DIR = Path(__file__).resolve().parent / "boards"
 PIN_FILE = Path("train") / "BOARD_COMMIT"  # under the results folder: the commit a pinned board runs at
 REQUIRED = ("points", "budget", "protocol")
 OPTIONAL = {"state_point": None, "point_group": "point", "methods": "all", "exclude": [], "first": [],
-            "state_axes": {}, "pinned": False, "launcher": "basic", "overrides": [], "families": {}}
+            "state_axes": {}, "pinned": False, "launcher": "basic", "overrides": [], "families": {},
+            "folder": None, "pilots": None}
+FOLDER_NAME = re.compile(r"[a-z][a-z0-9_]*")  # a board's own folder of records, under the results folder
 # A family of tasks (the site's tables): its tasks, its table's title, what its figures call its
 # points, and which of the board's own figures it gets (recall: accuracy against pairs, state size
 # and test length; none: the cost figure only).
@@ -61,6 +64,8 @@ class Board:
     launcher: str
     overrides: list[str]
     families: dict[str, dict]
+    folder: str | None = None  # its records' own folder under the results folder (its own pin); None: the top
+    pilots: dict[str, dict] | None = None  # point -> {passed, note}: each point's pilot, where the board asks one
 
 
 def names() -> list[str]:
@@ -120,9 +125,50 @@ def load(spec: str | Path) -> Board:
                 and set(said) <= set(FAMILY_KEYS) and said.get("figures") in FIGURES):
             raise BoardError(f"{where}: families.{family}={said!r}: expected tasks (a list) and optionally "
                              f"title, label and figures ({' or '.join(map(str, FIGURES))})")
+    folder = values["folder"]
+    if folder is not None and not (isinstance(folder, str) and FOLDER_NAME.fullmatch(folder)):
+        raise BoardError(f"{where}: folder={folder!r}: expected a name matching {FOLDER_NAME.pattern} "
+                         "(a folder under the results folder)")
+    pilots = values["pilots"]
+    if pilots is not None:
+        if not isinstance(pilots, dict) or any(
+                not (isinstance(said, dict) and set(said) == {"passed", "note"} and isinstance(said["passed"], bool)
+                     and isinstance(said["note"], str)) for said in pilots.values()):
+            raise BoardError(f"{where}: pilots={pilots!r}: expected, per point, {{passed: true|false, note: "
+                             "'what the pilot measured'}")
     return Board(path.stem, points, str(values["budget"]), dict(protocol), values["state_point"],
                  values["point_group"], methods, list(values["exclude"]), list(values["first"]), axes,
-                 bool(values["pinned"]), values["launcher"], list(values["overrides"]), dict(families))
+                 bool(values["pinned"]), values["launcher"], list(values["overrides"]), dict(families),
+                 folder, None if pilots is None else dict(pilots))
+
+
+def point_problems(board: Board, conf_dir: Path) -> list[str]:
+    """Why the board's points cannot run, one line each, found before any run starts: a point the
+    config folder lacks (with the valid ones), a length tested at that is not longer than the
+    length trained at, and, where the board asks for pilots, a point without one or whose pilot
+    failed (with what it measured)."""
+    group = Path(conf_dir) / board.point_group
+    valid = sorted(p.stem for p in group.glob("*.yaml"))
+    found = []
+    for point in board.points:
+        if point not in valid:
+            found.append(f"board {board.name}: unknown {board.point_group} {point!r}; valid: {', '.join(valid)}")
+            continue
+        task = (yaml.safe_load((group / f"{point}.yaml").read_text()) or {}).get("task") or {}
+        trained, tested = task.get("seq_len"), task.get("test_lengths") or []
+        short = [n for n in tested if isinstance(trained, int) and isinstance(n, int) and n <= trained]
+        if short:
+            found.append(f"board {board.name}: {point} is tested at {short}, not longer than the {trained} tokens it "
+                         "trains at; an evaluation length must exceed the trained length")
+        if board.pilots is None:
+            continue
+        pilot = board.pilots.get(point)
+        if pilot is None:
+            found.append(f"board {board.name}: {point} has no pilot; the board runs a point only once its pilot "
+                         "passed (pilots: {point: {passed, note}})")
+        elif not pilot["passed"]:
+            found.append(f"board {board.name}: {point} is refused: its pilot failed: {pilot['note']}")
+    return found
 
 
 def roster(board: Board, registered: list[str] | tuple[str, ...]) -> list[str]:
@@ -164,12 +210,14 @@ def common_overrides(board: Board) -> list[str]:
 def stages(board: Board, registered: list[str] | tuple[str, ...]) -> list[list[str]]:
     """The board as Hydra multiruns, each its overrides: every method at the state point (the board's
     main finding, complete first); each method's state axis there, one multirun per (key, values)
-    shared by methods; then every method at each other point, one multirun per point."""
+    shared by methods; then every method at each other point, one multirun per point. A board
+    without a state point runs its points in order, one multirun each."""
     methods = roster(board, registered)
     common, group = common_overrides(board), board.point_group
-    runs = []
+    # One multirun per point: a sweep over several points leaves the pre-check of a pinned commit's
+    # own suite (4370902) composing the budget's default model, which a point replaces.
     first = [board.state_point] if board.state_point else board.points
-    runs.append([*common, f"{group}={','.join(first)}", f"method={','.join(methods)}"])
+    runs = [[*common, f"{group}={point}", f"method={','.join(methods)}"] for point in first]
     if board.state_point:
         axes: dict[tuple[str, str], list[str]] = {}
         for method in (m for m in methods if m in board.state_axes):
@@ -177,8 +225,6 @@ def stages(board: Board, registered: list[str] | tuple[str, ...]) -> list[list[s
             axes.setdefault((key, ",".join(map(hydra_value, values))), []).append(method)
         for (key, values), together in axes.items():
             runs.append([*common, f"{group}={board.state_point}", f"method={','.join(together)}", f"{key}={values}"])
-        # One multirun per other point: a sweep over several points leaves the pre-check of a pinned
-        # commit's own suite (4370902) composing the budget's default model, which a point replaces.
         for point in (p for p in board.points if p != board.state_point):
             runs.append([*common, f"{group}={point}", f"method={','.join(methods)}"])
     return runs
@@ -279,7 +325,7 @@ def main(argv: list[str] | None = None) -> int:
             except (subprocess.CalledProcessError, FileNotFoundError) as exc:
                 raise BoardError(f"board {board.name} is pinned to a commit: run it in a git checkout of the "
                                  "suite") from exc
-            results = (args.results or repo / "results").resolve()
+            results = (args.results or repo / "results").resolve() / (board.folder or "")
             pin = results / PIN_FILE
             commit = pinned_commit(repo, pin, args.commit)
             pin.parent.mkdir(parents=True, exist_ok=True)
@@ -288,13 +334,19 @@ def main(argv: list[str] | None = None) -> int:
             if not tree.is_dir():
                 git(repo, "worktree", "add", "--detach", str(tree), commit)
             env["PYTHONPATH"] = str(tree)
+            refused = point_problems(board, tree / "suite" / "conf")
+            if refused:
+                raise BoardError("; ".join(refused))
             registered = registered_in(tree)
             print(f"board {board.name}: the board's code is commit {commit} (worktree {tree}); records go to "
                   f"{results}", file=sys.stderr)
         else:
             import methods
 
-            results = (args.results or Path("results")).resolve()
+            results = (args.results or Path("results")).resolve() / (board.folder or "")
+            refused = point_problems(board, Path(__file__).resolve().parent / "conf")
+            if refused and board.point_group == "point":  # a board over tasks (point_group: task) has no point files
+                raise BoardError("; ".join(refused))
             registered = list(methods.available())
         runs = [with_extra([*stage, f"results_dir={results}"], args.overrides) for stage in stages(board, registered)]
     except BoardError as exc:

@@ -140,9 +140,10 @@ def test_a_board_may_list_or_exclude_methods(tmp_path):
 
 
 def test_a_single_protocol_board_sweeps_its_seeds():
-    (first, *_) = board.stages(board.load("gpu"), methods.available())
-    assert "protocol=single" in first and "seed=0,1,2" in first
-    assert first[-2] == "experiment=lra_listops,lra_text,lra_retrieval,lra_image,lra_pathfinder,lra_pathx"
+    stages = board.stages(board.load("gpu"), methods.available())
+    assert all("protocol=single" in stage and "seed=0,1,2" in stage for stage in stages)
+    assert [stage[-2] for stage in stages] == [f"experiment={p}" for p in (
+        "lra_listops", "lra_text", "lra_retrieval", "lra_image", "lra_pathfinder", "lra_pathx")]  # one per point
 
 
 def test_the_gpu_board_file_composes_the_jobs_of_the_preset_it_replaced(tmp_path_factory):
@@ -152,8 +153,8 @@ def test_the_gpu_board_file_composes_the_jobs_of_the_preset_it_replaced(tmp_path
     # Each job of the preset's sweep composed its LRA preset in place of leaderboard_gpu. The seeds
     # change the seed alone: they are compared as the sweeps' values, the jobs at seed 0.
     old_jobs = [job[1:] for job in preset_jobs(old_conf, "experiment=leaderboard_gpu")]
-    (multirun,) = board.stages(board.load("gpu"), methods.available())
-    new_jobs = board.jobs(multirun)
+    new_jobs = [job for multirun in board.stages(board.load("gpu"), methods.available())
+                for job in board.jobs(multirun)]
     for found in (old_jobs, new_jobs):
         assert sorted(o for job in found for o in job if o.startswith("seed=")) == sorted(
             f"seed={s}" for s in (0, 1, 2) for _ in range(len(found) // 3))
@@ -179,6 +180,47 @@ def test_a_bad_board_file_is_refused_in_one_line(tmp_path, keys, said):
     assert said in str(caught.value) and "\n" not in str(caught.value)
 
 
+@pytest.mark.parametrize(("keys", "said"), [
+    ({"folder": "../up"}, "folder='../up': expected a name matching"),
+    ({"pilots": {"p1": {"passed": "yes"}}}, "pilots={'p1': {'passed': 'yes'}}: expected, per point"),
+])
+def test_a_bad_folder_or_pilot_is_refused_in_one_line(tmp_path, keys, said):
+    with pytest.raises(board.BoardError) as caught:
+        board.load(write_board(tmp_path, **keys))
+    assert said in str(caught.value) and "\n" not in str(caught.value)
+
+
+def test_a_point_that_cannot_run_is_refused_before_any_run(tmp_path):
+    """An unknown point, a length tested at that is not longer than the trained one, a point without
+    a pilot where the board asks for them, and one whose pilot failed: each one line, with the reason."""
+    conf = tmp_path / "conf"
+    (conf / "point").mkdir(parents=True)
+    (conf / "point" / "p1.yaml").write_text(yaml.safe_dump({"task": {"seq_len": 256, "test_lengths": [128, 512]}}))
+    (conf / "point" / "p2.yaml").write_text(yaml.safe_dump({"task": {"seq_len": 1024}}))
+    spec = board.load(write_board(tmp_path, points=["p1", "p2", "p9"]))
+    assert board.point_problems(spec, conf) == [
+        "board mine: p1 is tested at [128], not longer than the 256 tokens it trains at; an evaluation length "
+        "must exceed the trained length",
+        "board mine: unknown point 'p9'; valid: p1, p2"]
+    piloted = board.load(write_board(tmp_path, points=["p2"], state_point=None,
+                                     pilots={"p2": {"passed": False, "note": "softmax 60% at 3,000 steps"}}))
+    assert board.point_problems(piloted, conf) == [
+        "board mine: p2 is refused: its pilot failed: softmax 60% at 3,000 steps"]
+    unpiloted = board.load(write_board(tmp_path, points=["p1", "p2"], state_point=None,
+                                       pilots={"p2": {"passed": True, "note": "ok"}}))
+    assert board.point_problems(unpiloted, conf)[-1].startswith("board mine: p1 has no pilot")
+
+
+def test_the_project_boards_points_all_exist_and_the_long_boards_own_folder_holds_its_records():
+    conf = REPO / "suite" / "conf"
+    for name in board.names():
+        spec = board.load(name)
+        assert not [p for p in board.point_problems(spec, conf) if "unknown" in p or "not longer" in p], name
+    long = board.load("long")
+    assert long.folder == "long" and set(long.pilots) == set(long.points)
+    assert [stage[-2] for stage in board.stages(long, methods.available())] == [f"point={p}" for p in long.points]
+
+
 def test_a_method_the_registry_lacks_is_refused_naming_the_registered_ones(tmp_path):
     spec = board.load(write_board(tmp_path, exclude=["nope"]))
     with pytest.raises(board.BoardError, match="unknown method.s. nope; registered methods: a, b"):
@@ -191,7 +233,7 @@ def test_the_board_command_refuses_an_unknown_board_and_prints_a_dry_run():
                               text=True, env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"})
 
     unknown = command("cpux")
-    assert unknown.returncode == 2 and "unknown board 'cpux'; valid boards: cpu, gpu" in unknown.stderr
+    assert unknown.returncode == 2 and "unknown board 'cpux'; valid boards: cpu, gpu, long" in unknown.stderr
     dry = command("cpu", "--dry-run", "hydra.launcher.n_jobs=1")
     assert dry.returncode == 0, dry.stderr
     lines = [line for line in dry.stderr.splitlines() if "multirun" in line]
@@ -281,3 +323,18 @@ def test_a_pinned_board_runs_at_its_pin_else_a_clean_head(tmp_path):
         board.pinned_commit(tmp_path, pin, head)
     with pytest.raises(board.BoardError, match="--commit 'nope' names no commit"):
         board.pinned_commit(tmp_path, pin, "nope")
+
+
+def test_a_record_is_pinned_by_the_nearest_board_commit_above_it(tmp_path):
+    """The site reads a board's pin from its own folder: the long board's records (results/long/train/)
+    are not the CPU board's (results/train/BOARD_COMMIT), and a record under no pin has none."""
+    from suite.site.runs import board_pin
+
+    results = tmp_path / "results"
+    for folder in (results / "train", results / "long" / "train"):
+        (folder / "mqar" / "softmax").mkdir(parents=True)
+        (folder / board.PIN_FILE.name).write_text("0" * 40 + "\n")
+    assert board_pin(results / "long" / "train" / "mqar" / "softmax" / "r.json", results) == (
+        results / "long" / "train" / "BOARD_COMMIT")
+    assert board_pin(results / "train" / "mqar" / "softmax" / "r.json", results) == results / "train" / "BOARD_COMMIT"
+    assert board_pin(results / "kernel" / "mqar" / "softmax" / "r.json", results) is None

@@ -202,12 +202,23 @@ def load_runs(results_dir: Path, submitted: tuple[Path, ...] = ()) -> tuple[list
                 source = path.relative_to(folder)
                 if origin is not None:  # a submission's records sit apart from the project's in the build
                     source = Path("submitted", origin, source)
-                pin = folder / model.kind / PIN_FILE
-                pinned = pin.read_text().strip() if tier == "verified" and pin.is_file() else None
+                pin = board_pin(path, folder)
+                pinned = pin.read_text().strip() if tier == "verified" and pin is not None else None
                 runs.append(Run(record, model, source, page, plots_beside(model, path), path, tier, origin, metadata,
                                 pinned))
         problems += [str(w.message) for w in caught]
     return runs, problems
+
+
+def board_pin(path: Path, folder: Path) -> Path | None:
+    """The BOARD_COMMIT that pins a record: the nearest one above it inside ``folder`` (a board with a
+    folder of its own, ``results/long/train/``, pins its records apart from ``results/train/``)."""
+    for parent in path.parents:
+        if not parent.is_relative_to(folder):
+            return None
+        if (parent / PIN_FILE).is_file():
+            return parent / PIN_FILE
+    return None
 
 
 def leaves_folder(path: Path, folder: Path, record: dict) -> str | None:
