@@ -9,7 +9,19 @@ from __future__ import annotations
 import pytest
 import torch
 
-from benchmarks.goals import BOARD_LENGTHS, BOARD_SHAPE, FAST_PATH, LENGTHS, SHAPE, build, method_options
+import methods
+from benchmarks.goals import (
+    BOARD_LENGTHS,
+    BOARD_SHAPE,
+    FAST_PATH,
+    LENGTHS,
+    LONG_LENGTHS,
+    LONG_TOKENS,
+    SHAPE,
+    build,
+    method_options,
+    whole_step_flops,
+)
 
 DEVICE = torch.device("cuda" if torch.cuda.is_available() else "cpu")
 DTYPE = torch.bfloat16 if DEVICE.type == "cuda" else torch.float32
@@ -140,3 +152,45 @@ def test_board_training_step(benchmark, keep_median, method, n):
     benchmark.extra_info.update(method=method, length=n, batch=BOARD_SHAPE["batch"], model="hybrid")
     benchmark.pedantic(step, rounds=10, warmup_rounds=2, iterations=1)
     keep_median(("train", method, n), benchmark)
+
+
+# -- the long board's shapes -------------------------------------------------------------------------
+@pytest.mark.parametrize("n", LONG_LENGTHS)
+@pytest.mark.parametrize("method", list(FAST_PATH))
+def test_long_training_step(benchmark, keep_median, method, n):
+    """One AdamW step of the long board's MQAR model (point=cpu_mqar_256x64: model=hybrid, vocabulary
+    8,192) at LONG_TOKENS tokens per step, with the FLOPs of the whole step (benchmarks/goals.py
+    ``whole_step_flops``): the goal lines set its time over softmax's beside the ratio of the FLOPs."""
+    from types import SimpleNamespace
+
+    import yaml
+
+    from suite.__main__ import CONF_DIR
+    from suite.model import build_model, token_loss
+    from tasks.recall.mqar import make
+
+    model_config = yaml.safe_load((CONF_DIR / "model" / "hybrid.yaml").read_text())
+    batch_size, vocab = LONG_TOKENS // n, 8192
+    ids, labels = make(batch_size, n, n // 4, vocab, seed=0)
+    info = SimpleNamespace(vocab_size=vocab + 1, seq_len=n, num_classes=vocab + 1, extra={})
+    torch.manual_seed(0)
+    method_block = {"name": method, "impl": "auto", "options": method_options(method)}
+    model = build_model("decoder", info, model_config, method_block).to(DEVICE)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    batch = {"input_ids": ids.to(DEVICE), "label": labels.to(DEVICE)}
+
+    def step():
+        logits, target = model(batch)
+        optimizer.zero_grad(set_to_none=True)
+        token_loss(logits, target).backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+        synchronize()
+
+    calls = [(m, batch_size, model_config["num_heads"], n, model_config["d_model"] // model_config["num_heads"])
+             for m in model.modules() if isinstance(m, methods.AttentionMethod)]
+    flops = whole_step_flops(model, step, calls)
+    benchmark.group = f"long training step N={n}"
+    benchmark.extra_info.update(method=method, length=n, batch=batch_size, model="hybrid", flops=flops)
+    benchmark.pedantic(step, rounds=5, warmup_rounds=1, iterations=1)
+    keep_median(("long", method, n, flops), benchmark)
