@@ -250,15 +250,14 @@ def declared_problems(path: Path, record: dict) -> list[Problem]:
     """The state bytes (train) and FLOPs (kernel) a record states, against the method's declaration."""
     import methods
 
-    name, import_path = record["method"]["name"], record["method"].get("import_path")
-    if name not in methods.available() and import_path:  # a method from outside the suite, installed here?
-        try:
-            methods.resolve(import_path)
-        except methods.MethodError:
-            pass
+    # Only what is installed and registered here (the suite's methods and installed distributions'
+    # entry points): a record's method.import_path is never imported, for a record is untrusted input
+    # and importing a module runs its code (installing a submission's package is CI's step, before this).
+    name = record["method"]["name"]
     if name not in methods.available():
-        return [Problem(path, "method.name", f"{name!r} is not a method of this suite, so what it declares cannot "
-                        "be recomputed", f"one of {', '.join(methods.available())}, or its package installed")]
+        return [Problem(path, "method.name", f"unknown method {name!r} (validate imports no module a record names), "
+                        "so what it declares cannot be recomputed",
+                        f"one of {', '.join(methods.available())}, or its package installed with its entry point")]
     ran, current = record["method"].get("version", 1), methods.get(name).version
     if ran != current:  # what that version declared is in the code of the commit it names, not here
         return [Problem(path, "method.version", f"{name} version {ran!r} is not this suite's version {current}, so "

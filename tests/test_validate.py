@@ -103,7 +103,7 @@ CASES = {
         r, lambda t: t.replace('"status": "ok"', '"status": "ok", "status": "ok"'))), "key 'status' appears 2 times"),
     "oversized file": (lambda r: (str(records.record_path(r, ".")), json.dumps(r).encode() + b" " * MAX_RECORD_BYTES),
                        "bytes; expected at most"),
-    "unknown method": (lambda r: edited(r, unknown_method), "'mystery' is not a method of this suite"),
+    "unknown method": (lambda r: edited(r, unknown_method), "unknown method 'mystery'"),
     "bad commit": (lambda r: edited(r, set_at(("env", "git_commit"), "HEAD")),
                    "field 'env.git_commit': String should match pattern"),
 }
