@@ -28,8 +28,10 @@ from typing import Any
 
 import yaml
 
+from suite import records
+
 BOARDS_DIR = Path(__file__).resolve().parent / "boards"
-PIN_FILE = Path("train") / "BOARD_COMMIT"  # under the results folder: the commit a pinned board runs at
+PIN_FILE = Path("train") / records.PIN_FILE  # under the results folder: the commit a pinned board runs at
 REQUIRED = ("points", "budget", "protocol")
 OPTIONAL = {"state_point": None, "point_group": "point", "methods": "all", "exclude": [], "first": [],
             "state_axes": {}, "pinned": False, "launcher": "basic", "overrides": [], "families": {}}
@@ -233,7 +235,10 @@ def git(repo: Path, *args: str) -> str:
 
 def pinned_commit(repo: Path, pin: Path, requested: str | None) -> str:
     """The commit the board runs at: the pin's, else ``requested``, else the clean checkout's HEAD."""
-    pinned = pin.read_text().strip() if pin.is_file() else ""
+    try:
+        pinned = records.read_pin(pin) if pin.exists() or pin.is_symlink() else ""
+    except records.RefusedFile as exc:
+        raise BoardError(f"{exc}; remove it (and the board's records) or write the board's commit in it") from None
     if requested:
         try:
             commit = git(repo, "rev-parse", "--verify", f"{requested}^{{commit}}")

@@ -19,9 +19,12 @@ from pydantic import ValidationError
 from suite import modes
 from suite.records import (
     FIELDS,
+    MAX_FILE_BYTES,
     RecordError,
+    RefusedFile,
     describe,
     new_run_id,
+    read_untrusted,
     record_path,
     scrub_home,
     unrepresentable,
@@ -114,8 +117,10 @@ def load_record(path: str | Path) -> tuple[dict, Record]:
     the file and what is wrong."""
     path = Path(path)
     try:
-        record = json.loads(path.read_text())
-    except (OSError, ValueError, RecursionError) as exc:  # ValueError: bad UTF-8 or bad JSON
+        record = json.loads(read_untrusted(path))
+    except RefusedFile as exc:
+        raise RecordError(f"{exc}; expected a regular file of at most {MAX_FILE_BYTES:,} bytes") from None
+    except (ValueError, RecursionError) as exc:  # ValueError: bad UTF-8 or bad JSON
         raise RecordError(f"{path}: not a readable JSON record ({type(exc).__name__}: {exc})") from exc
     return record, validate(record, str(path))
 

@@ -16,6 +16,7 @@ import math
 import os
 import re
 import secrets
+import stat
 import tempfile
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -176,6 +177,61 @@ def record_path(record: Mapping, results_dir: str | Path) -> Path:
         Path(results_dir) / record["kind"] / record["task"]["name"] / record["method"]["name"]
         / f"{record['run_id']}.json"
     )
+
+
+# The most a file from outside (a record, BOARD_COMMIT, submission.json, a kept record) may hold:
+# validate and the site read with one cap. The largest committed record (a kernel sweep) is ~330 kB.
+MAX_FILE_BYTES = 2 * 2**20
+FILE_TYPES = {stat.S_IFDIR: "a folder", stat.S_IFIFO: "a FIFO", stat.S_IFCHR: "a character device",
+              stat.S_IFBLK: "a block device", stat.S_IFSOCK: "a socket", stat.S_IFLNK: "a symbolic link (not followed)"}
+
+
+class RefusedFile(Exception):
+    """A file from outside that is not read: ``reason`` says why, never what the file holds."""
+
+    def __init__(self, path: Path, reason: str):
+        super().__init__(f"{path}: {reason}")
+        self.path, self.reason = path, reason
+
+
+def read_untrusted(path: str | Path, limit: int = MAX_FILE_BYTES) -> bytes:
+    """The bytes of a regular file of at most ``limit`` bytes, or RefusedFile. A link is refused,
+    not followed (it could lead to any file, or to /dev/zero), and so is anything but a regular file
+    (a FIFO or a device would block or never end); the size is checked before reading, and again on
+    the open file, which is opened non-blocking and without following a link put there meanwhile."""
+    path = Path(path)
+    try:
+        kind = stat.S_IFMT(os.lstat(path).st_mode)
+        if kind != stat.S_IFREG:
+            raise RefusedFile(path, FILE_TYPES.get(kind, "not a regular file"))
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC)
+        try:
+            opened = os.fstat(fd)  # the file opened, which may have been swapped since lstat
+            if not stat.S_ISREG(opened.st_mode):
+                raise RefusedFile(path, FILE_TYPES.get(stat.S_IFMT(opened.st_mode), "not a regular file"))
+            data = b""
+            while max(opened.st_size, len(data)) <= limit and (chunk := os.read(fd, limit + 1 - len(data))):
+                data += chunk  # one byte past the cap at most: a file that grows while read is caught
+        finally:
+            os.close(fd)
+    except OSError as exc:
+        raise RefusedFile(path, f"not readable ({exc.strerror or exc})") from None
+    if max(opened.st_size, len(data)) > limit:
+        raise RefusedFile(path, f"{max(opened.st_size, len(data)):,} bytes, above the cap of {limit:,} bytes")
+    return data
+
+
+PIN_FILE = "BOARD_COMMIT"  # in a kind's folder: the commit its board ran at (scripts/board_cpu.sh)
+FULL_COMMIT = re.compile(r"[0-9a-f]{40}")
+
+
+def read_pin(path: str | Path) -> str:
+    """The commit a BOARD_COMMIT file pins, or RefusedFile (read as any file from outside; what a
+    file that holds no commit holds is not repeated)."""
+    commit = read_untrusted(path, limit=4096).decode("ascii", "replace").strip()
+    if not FULL_COMMIT.fullmatch(commit):
+        raise RefusedFile(Path(path), "does not hold a commit (40 hexadecimal digits)")
+    return commit
 
 
 def write_atomically(path: Path, write: Callable[[Path], None]) -> None:

@@ -4,7 +4,10 @@ nothing already written changed, and that the board's cells are unchanged."""
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -12,10 +15,12 @@ from pathlib import Path
 import pytest
 
 from suite import records
+from suite.records import MAX_FILE_BYTES
 from suite.site.runs import load_runs
 from suite.validate import main as validate
-from tests.fake_submission import make_submission, write
+from tests.fake_submission import committed_cell, make_submission, write
 
+RUN_COMMIT = committed_cell()[0]["env"]["git_commit"]  # the commit the fake submission ran at
 PAYLOAD = "import pathlib\npathlib.Path({marker!r}).write_text('ran')\nclass PwnAttention: name = 'pwnm'\n"
 
 
@@ -77,3 +82,89 @@ def test_the_site_never_imports_a_module_a_record_names(planted, monkeypatch):
     runs, _ = load_runs(folder.parent.parent / "none", (folder,))
     assert {run.file for run in runs} >= set(forged)  # read as records, shown as submitted
     assert not marker.exists() and "this" not in sys.modules
+
+
+# -- files that are not what they are named: links, FIFOs, devices, huge files ------------------------
+
+SECRET = "cafe" * 10  # what a linked-to file holds (it reads as a commit): never printed
+
+
+def link_to_secret(path: Path) -> None:
+    secret = path.parents[2] / "secret.txt"
+    secret.write_text(SECRET + "\n")
+    path.symlink_to(secret)
+
+
+def sparse(size: int):
+    def make(path: Path) -> None:
+        with open(path, "wb") as f:
+            f.truncate(size)  # 200 MB that take no disk
+    return make
+
+
+# name: (the file's path under a folder of records, how it is made, the reason given for it)
+SPECIAL_FILES = {
+    "BOARD_COMMIT linked to a secret": ("train/BOARD_COMMIT", link_to_secret, "a symbolic link"),
+    "BOARD_COMMIT a FIFO": ("train/BOARD_COMMIT", os.mkfifo, "a FIFO"),
+    "BOARD_COMMIT holding no commit": ("train/BOARD_COMMIT", lambda p: p.write_text("TOPSECRET token\n"),
+                                       "does not hold a commit (40 hexadecimal digits)"),
+    "a FIFO named .json": ("train/listops_short/softmax/fifo.json", os.mkfifo, "a FIFO"),
+    "a record linked to /dev/zero": ("train/listops_short/softmax/zero.json", lambda p: p.symlink_to("/dev/zero"),
+                                     "a symbolic link"),
+    "a 200 MB record": ("train/listops_short/softmax/huge.json", sparse(200 * 2**20),
+                        f"209,715,200 bytes, above the cap of {MAX_FILE_BYTES:,} bytes"),
+}
+SUBMISSION_FILES = {
+    "submission.json linked to a secret": ("submission.json", link_to_secret, "a symbolic link"),
+    "submission.json a FIFO": ("submission.json", os.mkfifo, "a FIFO"),
+}
+
+
+def within(seconds: int):
+    """Fail, rather than hang the test run, when the code under test blocks (a FIFO opened for reading)."""
+    def expired(signum, frame):
+        raise TimeoutError(f"still blocked after {seconds} s")
+    previous = signal.signal(signal.SIGALRM, expired)
+    signal.alarm(seconds)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+@pytest.mark.parametrize("case", {**SPECIAL_FILES, **SUBMISSION_FILES})
+def test_validate_refuses_a_special_file_in_one_line_without_reading_it(case, tmp_path, capsys):
+    folder = tmp_path / "submissions" / "mallory"
+    make_submission(folder)
+    relative, make, reason = {**SPECIAL_FILES, **SUBMISSION_FILES}[case]
+    (folder / relative).unlink(missing_ok=True)
+    make(folder / relative)
+    before = snapshot(folder)
+    with contextlib.contextmanager(within)(10):
+        code = validate(["--submission", str(folder)])
+    out = capsys.readouterr().out
+    assert code == 1
+    [line] = out.splitlines()  # the valid records beside it give none
+    assert line.startswith(f"{folder / relative}: file: {reason}"), line
+    assert SECRET[:12] not in out and "TOPSECRET" not in out
+    assert snapshot(folder) == before
+
+
+@pytest.mark.parametrize("case", SPECIAL_FILES)
+def test_the_site_skips_a_special_file_with_one_warning_and_keeps_its_cells(case, tmp_path):
+    results = tmp_path / "results"
+    make_submission(results)
+    (results / "submission.json").unlink()
+    (results / "train" / "BOARD_COMMIT").write_text(RUN_COMMIT + "\n")
+    shown, problems = load_runs(results)
+    assert problems == []
+    relative, make, reason = SPECIAL_FILES[case]
+    (results / relative).unlink(missing_ok=True)
+    make(results / relative)
+    with contextlib.contextmanager(within)(10):
+        runs, problems = load_runs(results)
+    [problem] = problems
+    assert str(results / relative) in problem and reason in problem, problem
+    assert SECRET[:12] not in problem and "TOPSECRET" not in problem
+    assert [run.file for run in runs] == [run.file for run in shown]  # the cells hold the same runs

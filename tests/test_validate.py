@@ -17,7 +17,8 @@ import pytest
 import yaml
 
 from suite import records
-from suite.validate import MAX_RECORD_BYTES, main
+from suite.records import MAX_FILE_BYTES
+from suite.validate import main
 from tests.fake_submission import BOARD, REPO, committed_cell, gpu_record, make_submission, write
 
 REPORT = os.environ.get("VALIDATE_REPORT")  # a file to append each case's lines to (the report)
@@ -101,8 +102,8 @@ CASES = {
     "wrong type": (lambda r: edited(r, set_at(("metrics", "steps"), "6000")), "metrics.steps"),
     "repeated key": (lambda r: (str(records.record_path(r, ".")), with_text(
         r, lambda t: t.replace('"status": "ok"', '"status": "ok", "status": "ok"'))), "key 'status' appears 2 times"),
-    "oversized file": (lambda r: (str(records.record_path(r, ".")), json.dumps(r).encode() + b" " * MAX_RECORD_BYTES),
-                       "bytes; expected at most"),
+    "oversized file": (lambda r: (str(records.record_path(r, ".")), json.dumps(r).encode() + b" " * MAX_FILE_BYTES),
+                       f"bytes, above the cap of {MAX_FILE_BYTES:,} bytes; expected a regular file"),
     "unknown method": (lambda r: edited(r, unknown_method), "unknown method 'mystery'"),
     "bad commit": (lambda r: edited(r, set_at(("env", "git_commit"), "HEAD")),
                    "field 'env.git_commit': String should match pattern"),

@@ -172,7 +172,6 @@ def safe_name(text: str) -> str:
 TIERS = ("verified", "submitted")
 SUBMISSION_FILE = "submission.json"  # a submission folder's metadata (docs/SUBMITTING.md)
 SUBMISSION_FIELDS = ("submitter", "added", "notes")  # its text fields the site shows
-PIN_FILE = "BOARD_COMMIT"  # in a kind's folder of results/: the commit its board ran at (scripts/board_cpu.sh)
 
 
 def load_runs(results_dir: Path, submitted: tuple[Path, ...] = ()) -> tuple[list[Run], list[str]]:
@@ -186,6 +185,7 @@ def load_runs(results_dir: Path, submitted: tuple[Path, ...] = ()) -> tuple[list
     for folder, tier, origin in sources:
         metadata, problem = submission_metadata(folder) if tier == "submitted" else ({}, None)
         problems += [problem] if problem else []
+        pins: dict[str, str | None] = {}  # kind: its pinned commit, each pin read (and refused) once
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             for path, record, model in iter_loaded(folder, skip=(SUBMISSION_FILE,)):
@@ -202,8 +202,10 @@ def load_runs(results_dir: Path, submitted: tuple[Path, ...] = ()) -> tuple[list
                 source = path.relative_to(folder)
                 if origin is not None:  # a submission's records sit apart from the project's in the build
                     source = Path("submitted", origin, source)
-                pin = folder / model.kind / PIN_FILE
-                pinned = pin.read_text().strip() if tier == "verified" and pin.is_file() else None
+                if tier == "verified" and model.kind not in pins:
+                    pins[model.kind], problem = pinned_commit(folder / model.kind / records.PIN_FILE)
+                    problems += [problem] if problem else []
+                pinned = pins.get(model.kind)
                 runs.append(Run(record, model, source, page, plots_beside(model, path), path, tier, origin, metadata,
                                 pinned))
         problems += [str(w.message) for w in caught]
@@ -228,15 +230,28 @@ def leaves_folder(path: Path, folder: Path, record: dict) -> str | None:
 def submission_metadata(folder: Path) -> tuple[dict, str | None]:
     """A submission folder's submission.json (its text fields only), and a message when it is unusable."""
     path = folder / SUBMISSION_FILE
-    if not path.is_file():
+    if not path.exists() and not path.is_symlink():
         return {}, f"{path}: missing; the submission is shown without a submitter or date"
     try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError) as exc:
+        data = json.loads(records.read_untrusted(path))
+    except records.RefusedFile as exc:
+        return {}, f"{exc}; the submission is shown without a submitter or date"
+    except (ValueError, RecursionError) as exc:
         return {}, f"{path}: not readable JSON ({exc}); the submission is shown without a submitter or date"
     if not isinstance(data, dict):
         return {}, f"{path}: not a JSON object; the submission is shown without a submitter or date"
     return {k: data[k] for k in SUBMISSION_FIELDS if isinstance(data.get(k), str)}, None
+
+
+def pinned_commit(pin: Path) -> tuple[str | None, str | None]:
+    """The commit a kind's BOARD_COMMIT pins (None where there is none), and a message when it is
+    refused; what a refused pin holds is never shown."""
+    if not pin.exists() and not pin.is_symlink():
+        return None, None
+    try:
+        return records.read_pin(pin), None
+    except records.RefusedFile as exc:
+        return None, f"{exc}; its board's runs are shown without a pinned commit"
 
 
 def plots_beside(model: Record, path: Path) -> tuple[str, ...]:
