@@ -18,6 +18,7 @@ files (``families()``).
 from __future__ import annotations
 
 import argparse
+import functools
 import itertools
 import os
 import subprocess
@@ -225,6 +226,12 @@ def smaller_states() -> dict[str, dict[str, set]]:
         for method, (key, values) in load(name).state_axes.items():
             found.setdefault(method, {}).setdefault(key.rsplit(".", 1)[-1], set()).update(map(repr, values))
     return found
+
+
+@functools.cache  # read per board run by the site
+def protocol_seeds() -> dict[str, tuple]:
+    """Per budget a project's board runs, the seeds of its protocol: a board cell holds these and no others."""
+    return {board.budget: tuple(board.protocol.get("seeds") or ()) for board in map(load, names())}
 
 
 # -- running a board ------------------------------------------------------------------------------

@@ -117,6 +117,16 @@ def record_config_hash(record: Mapping) -> str:
     return config_hash(record["config"], str(record["env"].get("device", "cpu")))
 
 
+def hash_problem(record: Mapping) -> str | None:
+    """Why a record's stored config hash is not its config's (a hand edit of the config, the lr
+    say, that would move it to another cell), in words; None when it recomputes."""
+    recomputed = record_config_hash(record)
+    if recomputed != record["config_hash"]:
+        return (f"{record['config_hash']!r} does not recompute from the stored config and env.device (it gives "
+                f"{recomputed!r})")
+    return None
+
+
 def cell_key(config: Mapping) -> str:
     """A hash of what defines a board cell: the run's defining config without the learning rate
     and the seed, which the protocol sweeps inside the cell."""
@@ -151,24 +161,48 @@ def new_run_id(config_hash: str) -> str:
 
 # A record's kind, task, method and run id name the folders and the file it is stored at, so each
 # must be one plain path component: no separator, no "..", nothing a shell or a page reads as markup.
+# A kind's, task's or method's name is an identifier, the method registry's rule (methods/registry.py
+# NAME: methods/ imports no harness, so a test holds the two equal); a run id is a plain file name.
+NAME = re.compile(r"[a-z][a-z0-9_]{0,63}")
+NAME_RULE = "a lower-case letter, then lower-case letters, digits and _, at most 64"
 PATH_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.+-]{0,127}")
-PATH_FIELDS = (("kind",), ("task", "name"), ("method", "name"), ("run_id",))
-
-
 PATH_NAME_RULE = "letters, digits and _ . + -, at most 128, starting with a letter or digit"
+PATH_FIELDS = ((("kind",), NAME, NAME_RULE), (("task", "name"), NAME, NAME_RULE),
+               (("method", "name"), NAME, NAME_RULE), (("run_id",), PATH_NAME, PATH_NAME_RULE))
 
 
-def path_name_problems(record: Mapping) -> list[tuple[str, Any]]:
-    """(field, value) of each field of ``record`` that names a folder or file but is not a plain
-    name (PATH_NAME_RULE)."""
+def path_name_problems(record: Mapping) -> list[tuple[str, Any, str]]:
+    """(field, value, rule) of each field of ``record`` that names a folder or file but breaks its rule."""
     found = []
-    for at in PATH_FIELDS:
+    for at, pattern, rule in PATH_FIELDS:
         value: Any = record
         for key in at:
             value = value.get(key) if isinstance(value, Mapping) else None
-        if not isinstance(value, str) or not PATH_NAME.fullmatch(value):
-            found.append((".".join(at), value))
+        if not isinstance(value, str) or not pattern.fullmatch(value):
+            found.append((".".join(at), value, rule))
     return found
+
+
+# What a record states twice: where the board and the file's path read it, and in the config the run
+# composed. A hand edit of one copy (a linear record renamed softmax at the top) is refused, not shown.
+RESTATED = ((("method", "name"), ("config", "method", "name")), (("kind",), ("config", "mode", "name")),
+            (("env", "seed"), ("config", "seed")))
+
+
+def restated_problem(record: Mapping) -> str | None:
+    """The first field of ``record`` whose two copies (RESTATED) disagree, in words; None if none
+    does (a copy absent, as in records older than the field, is not compared)."""
+    for first, second in RESTATED:
+        values = []
+        for at in (first, second):
+            value: Any = record
+            for key in at:
+                value = value.get(key) if isinstance(value, Mapping) else None
+            values.append(value)
+        if None not in values and values[0] != values[1]:
+            return (f"field {'.'.join(first)!r} is {values[0]!r} but {'.'.join(second)!r} is {values[1]!r}; "
+                    "expected one value")
+    return None
 
 
 def record_path(record: Mapping, results_dir: str | Path) -> Path:

@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from suite import record_store, records
+from suite import board, record_store, records
 
 MARKUP = re.compile(r"<\s*/?\s*[A-Za-z!?]")  # the start of an HTML tag, comment or declaration
 EXIT_PROBLEMS, EXIT_USER_ERROR = 1, 2
@@ -157,12 +157,12 @@ def check_file(path: Path, submission: bool) -> tuple[Checked | None, list[Probl
         return None, [Problem(path, "schema", str(exc).removeprefix("record: "), "a record of its kind's schema "
                               "(the site's schema/record-<kind>.json)")]
     problems += [Problem(path, at, f"{value!r} names a folder or file but is not a plain name (it could lead "
-                         "outside the folder)", records.PATH_NAME_RULE)
-                 for at, value in records.path_name_problems(record)]
+                         "outside the folder)", rule)
+                 for at, value, rule in records.path_name_problems(record)]
     problems += markup_problems(path, record)
     if not problems:
         problems += location_problems(path, record)
-    problems += hash_problems(path, record)
+    problems += hash_problems(path, record) + seed_problems(path, record)
     problems += provenance_problems(path, record, submission)
     if not problems:  # a method is built only from a record that passed every check above
         problems += declared_problems(path, record)
@@ -189,10 +189,17 @@ def location_problems(path: Path, record: dict) -> list[Problem]:
 
 
 def hash_problems(path: Path, record: dict) -> list[Problem]:
-    recomputed = records.record_config_hash(record)
-    if recomputed != record["config_hash"]:
-        return [Problem(path, "config_hash", f"{record['config_hash']!r} does not recompute from the stored config "
-                        f"and env.device (it gives {recomputed!r})", "the hash of the config as stored")]
+    problem = records.hash_problem(record)
+    return [Problem(path, "config_hash", problem, "the hash of the config as stored")] if problem else []
+
+
+def seed_problems(path: Path, record: dict) -> list[Problem]:
+    """A train run of a board's budget is one of its protocol's seeds (the site leaves any other out of its cell)."""
+    budget, seed = get(record, ("config", "budget", "name")), get(record, ("config", "seed"))
+    seeds = board.protocol_seeds().get(budget)
+    if record["kind"] == "train" and seeds is not None and seed not in seeds:
+        return [Problem(path, "config.seed", f"{seed!r} is not a seed of the {budget} board's protocol",
+                        f"one of {', '.join(map(str, seeds))}")]
     return []
 
 
