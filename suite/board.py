@@ -86,8 +86,13 @@ def find(spec: str | Path) -> Path:
 def load(spec: str | Path) -> Board:
     """The board ``spec`` names (a path or a project board's name), its keys checked."""
     path = find(spec)
-    raw = yaml.safe_load(path.read_text()) or {}
     where = f"board {path}"
+    try:
+        raw = yaml.safe_load(path.read_text()) or {}
+    except yaml.YAMLError as exc:
+        mark, problem = getattr(exc, "problem_mark", None), getattr(exc, "problem", None) or type(exc).__name__
+        at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        raise BoardError(f"{where}: not valid YAML{at} ({problem})") from None
     if not isinstance(raw, dict):
         raise BoardError(f"{where}: expected a mapping of keys, got {type(raw).__name__}")
     unknown = sorted(set(raw) - set(REQUIRED) - set(OPTIONAL))

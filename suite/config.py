@@ -132,6 +132,17 @@ Positive = Annotated[BareNumber, Field(gt=0), rule("be a finite number > 0")]
 PositiveOrNull = Annotated[Annotated[BareNumber, Field(gt=0)] | None, rule("be a finite number > 0 or null")]
 NonNegative = Annotated[BareNumber, Field(ge=0), rule("be a finite number >= 0")]
 _Folder = Annotated[str, Strict(), Field(pattern=r"\S")]  # not empty, not blank
+# What Linux takes of a path (PATH_MAX and NAME_MAX, in bytes): a longer one fails at the first stat.
+PATH_BYTES, PART_BYTES = 4095, 255
+
+
+def fits_file_system() -> AfterValidator:
+    """A path the file system can take (the rule around it says what else it must be)."""
+    def check(value):
+        if len(value.encode()) > PATH_BYTES or any(len(part.encode()) > PART_BYTES for part in value.split("/")):
+            raise Broken(f"be a path of at most {PATH_BYTES} bytes, each folder's name at most {PART_BYTES}")
+        return value
+    return AfterValidator(check)
 Name = Annotated[str, Strict(), Field(min_length=1), rule("be a name")]
 
 
@@ -251,7 +262,8 @@ class BudgetName(TypedDict):
     name: Name  # a mode that reads only its grid reads only this of the budget
 
 
-DataDir = Annotated[_Folder, rule("name a folder (default: $SUITE_DATA_DIR, else ~/.cache/attention-suite)")]
+DataDir = Annotated[_Folder, rule("name a folder (default: $SUITE_DATA_DIR, else ~/.cache/attention-suite)"),
+                    fits_file_system()]
 
 
 @with_config(OPEN)
@@ -272,7 +284,7 @@ class RunConfig(TypedDict):
     seed: Seed
     # No hint among three short names: 'gpu' is closer to 'cpu' than to the 'cuda' it means.
     device: Annotated[str, one_of("device", DEVICES, hint=False)]
-    results_dir: Annotated[_Folder, rule("name a folder (default: results)")]
+    results_dir: Annotated[_Folder, rule("name a folder (default: results)"), fits_file_system()]
     data_dir: NotRequired[DataDir]
     force: NotRequired[Bool]
     resume: NotRequired[Bool]
@@ -319,6 +331,12 @@ def adapter(schema: type) -> TypeAdapter:
     return TypeAdapter(schema)  # built once: it costs milliseconds, and a sweep validates every job
 
 
+def shown(value: Any, limit: int = 100) -> str:
+    """``repr(value)``, cut to ``limit`` characters with its length said: one line stays one line."""
+    text = repr(value)
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text):,} characters)"
+
+
 def describe(error: Mapping, schema: type) -> str:
     """The line for one pydantic error: which key, what it must be, what it is."""
     loc = error["loc"]
@@ -326,7 +344,7 @@ def describe(error: Mapping, schema: type) -> str:
     kind, value = error["type"], error.get("input")
     said = error.get("ctx", {}).get("error") if kind == "value_error" else None
     if isinstance(said, Broken):
-        return f"{key} must {said.words}, got {value!r}"
+        return f"{key} must {said.words}, got {shown(value)}"
     if isinstance(said, Line):
         return f"{key}: {said.text}" if said.located else said.text
     if kind == "extra_forbidden":
@@ -334,8 +352,8 @@ def describe(error: Mapping, schema: type) -> str:
     if kind == "missing":
         return f"missing config key {key!r}"
     if kind in ("dict_type", "typed_dict_type"):
-        return f"{key} must be a mapping of keys to values, got {value!r}"
-    return f"{key}: {error['msg']}, got {value!r}"
+        return f"{key} must be a mapping of keys to values, got {shown(value)}"
+    return f"{key}: {error['msg']}, got {shown(value)}"
 
 
 def declared_keys(schema: Any, loc: tuple) -> list[str]:
@@ -443,8 +461,8 @@ def unknown_key(key: str, known: typing.Collection[str], context: str = "") -> s
     long shared prefix does not make every sibling look close; a misspelled path with whole keys."""
     parent, _, leaf = key.rpartition(".")
 
-    def children(node: str) -> list[str]:
-        return [k.rpartition(".")[2] for k in known if k.rpartition(".")[0] == node]
+    def children(node: str) -> list[str]:  # each once: several schemas declare the same key
+        return list(dict.fromkeys(k.rpartition(".")[2] for k in known if k.rpartition(".")[0] == node))
 
     if not parent or parent in known or children(parent):
         close = [f"{parent}.{c}".lstrip(".") for c in difflib.get_close_matches(leaf, children(parent), n=1)]

@@ -38,6 +38,8 @@ from typing import Any
 from suite import board, record_store, records
 
 MARKUP = re.compile(r"<\s*/?\s*[A-Za-z!?]")  # the start of an HTML tag, comment or declaration
+# A character that reorders the text around it on a page (a "Trojan Source" device name reads as another).
+BIDI = re.compile("[\u200e\u200f\u061c\u202a-\u202e\u2066-\u2069]")
 EXIT_PROBLEMS, EXIT_USER_ERROR = 1, 2
 # (field, what it is) of the provenance every record carries, and of what a submission adds.
 PROVENANCE = ((("env", "git_commit"), "the suite's commit"), (("env", "git_dirty"), "the clean-tree flag"),
@@ -170,11 +172,15 @@ def check_file(path: Path, submission: bool) -> tuple[Checked | None, list[Probl
 
 
 def markup_problems(path: Path, record: dict) -> list[Problem]:
-    """Text that a page could read as markup (the site escapes it; a record has no reason to hold it)."""
+    """Text that a page could read as markup, or that reorders the text around it (the site escapes
+    markup; a record has no reason to hold either)."""
     found = []
     for at, value in leaves(record):
         if isinstance(value, str) and (match := MARKUP.search(value)):
             found.append(Problem(path, at, f"holds markup {value[match.start():match.start() + 12]!r}", "plain text"))
+        if isinstance(value, str) and (match := BIDI.search(value)):
+            found.append(Problem(path, at, f"holds the bidirectional control character U+{ord(match.group()):04X}",
+                                 "plain text"))
     return found
 
 

@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 from methods import AttentionMethod, contract, registry
 from methods.registry import REGISTRY
 from suite import record_store, records
+from suite.board import main as board_main
 from suite.check_method import main as check_method
 from suite.records import MAX_FILE_BYTES
 from suite.schema import INT_LIMIT
@@ -132,6 +133,7 @@ SUBMISSION_FILES = {
 }
 
 
+@contextlib.contextmanager
 def within(seconds: int):
     """Fail, rather than hang the test run, when the code under test blocks (a FIFO opened for reading)."""
     def expired(signum, frame):
@@ -153,7 +155,7 @@ def test_validate_refuses_a_special_file_in_one_line_without_reading_it(case, tm
     (folder / relative).unlink(missing_ok=True)
     make(folder / relative)
     before = snapshot(folder)
-    with contextlib.contextmanager(within)(10):
+    with within(10):
         code = validate(["--submission", str(folder)])
     out = capsys.readouterr().out
     assert code == 1
@@ -174,12 +176,26 @@ def test_the_site_skips_a_special_file_with_one_warning_and_keeps_its_cells(case
     relative, make, reason = SPECIAL_FILES[case]
     (results / relative).unlink(missing_ok=True)
     make(results / relative)
-    with contextlib.contextmanager(within)(10):
+    with within(10):
         runs, problems = load_runs(results)
     [problem] = problems
     assert str(results / relative) in problem and reason in problem, problem
     assert SECRET[:12] not in problem and "TOPSECRET" not in problem
     assert [run.file for run in runs] == [run.file for run in shown]  # the cells hold the same runs
+
+
+def test_a_sweeps_resume_check_skips_a_fifo_with_one_warning(tmp_path):
+    results = tmp_path / "results"
+    paths = make_submission(results)
+    (results / "submission.json").unlink()  # a results folder holds records only
+    fifo = results / "train" / "listops_short" / "softmax" / "fifo.json"
+    os.mkfifo(fifo)
+    with within(10), pytest.warns(UserWarning) as warned:
+        found = [path for path, _ in record_store.iter_records(results)]
+    assert found == sorted(paths)
+    [warning] = warned
+    expected = f"a regular file of at most {MAX_FILE_BYTES:,} bytes"
+    assert str(warning.message) == f"skipping {fifo}: a FIFO; expected {expected}"
 
 
 # -- records that would move a cell ------------------------------------------------------------------
@@ -406,6 +422,8 @@ CONFIGS = {
                                              "from outside the config"),
     "a count beyond 64 bits": ((f"budget.max_steps={2**63}",),
                                f"budget.max_steps must be in [1, {INT_LIMIT}], got {2**63}"),
+    "a 5,000-character results_dir": ((f"results_dir=/tmp/{'x' * 5000}",), "results_dir must be a path of at most "
+                                      "4095 bytes, each folder's name at most 255, got '/tmp/xxxx"),
 }
 
 
@@ -435,3 +453,48 @@ def test_every_count_the_config_accepts_a_record_can_hold(steps):
     else:
         assert lines and all("budget.max_steps must be" in line for line in lines), lines
 
+
+def test_the_valid_keys_are_each_named_once(cli):  # noqa: F811 (cli: the fixture imported above)
+    code, err = cli("+zzzz=1")
+    assert code == 2
+    [line] = err.splitlines()
+    valid = line.partition("valid top-level keys: ")[2].split(", ")
+    assert valid and len(valid) == len(set(valid)), line
+
+
+def test_a_board_file_of_broken_yaml_is_one_line(tmp_path, capsys):
+    board = tmp_path / "broken.yaml"
+    board.write_text("points: [a, b\nbudget: cpu\n")
+    assert board_main([str(board)]) == 2
+    [line] = capsys.readouterr().err.splitlines()
+    assert line == f"error: board {board}: not valid YAML at line 2, column 7 (expected ',' or ']', but got ':')"
+
+
+def test_a_bidirectional_control_in_a_device_name_is_one_line_of_validate(tmp_path, capsys):
+    folder = tmp_path / "submission"
+    paths = make_submission(folder)
+    record = json.loads(paths[0].read_text())
+    record["env"]["device_name"] = "NVIDIA H100\u202e08"  # reads as another device on a page
+    paths[0].write_text(json.dumps(record))
+    assert validate(["--submission", str(folder)]) == 1
+    lines = capsys.readouterr().out.splitlines()  # (its cell's other runs name another device, too)
+    said = "env.device_name: holds the bidirectional control character U+202E; expected plain text"
+    assert f"{paths[0]}: {said}" in lines
+    assert all(line.startswith(f"{paths[0]}: ") for line in lines), lines
+
+
+def test_records_of_one_run_on_two_machines_are_two_rows_and_no_conflict(tmp_path):
+    """Runs of one config hash in different rows (here: two hardware classes) are never said to hide each other."""
+    results = tmp_path / "results"
+    paths = make_submission(results)
+    (results / "submission.json").unlink()
+    other = json.loads(paths[0].read_text())
+    other["env"]["hardware"]["device_model"] = other["env"]["device_name"] = "NVIDIA A100-SXM4-80GB"
+    other["metrics"]["test_accuracy"] = 0.99
+    other["run_id"] = other["run_id"][:-8] + "a100a100"
+    write(results, other)
+    runs, problems = load_runs(results)
+    assert site_messages(runs, problems) == []
+    shown = {row.hardware: [r.metric("test_accuracy") for r in cell.runs]
+             for row in board_rows(runs) for cell in row.cells.values()}
+    assert shown["NVIDIA A100-SXM4-80GB"] == [0.99] and len(shown["NVIDIA H100 80GB HBM3"]) == 3
