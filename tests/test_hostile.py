@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from methods import AttentionMethod, contract, registry
@@ -442,16 +442,21 @@ def test_a_value_from_outside_the_config_or_beyond_a_record_is_refused_before_an
     assert not (tmp_path / "results").exists()
 
 
-@settings(max_examples=60, deadline=None)
-@given(steps=st.integers(min_value=-2, max_value=2**70))
-def test_every_count_the_config_accepts_a_record_can_hold(steps):
+COUNTS = ("max_steps", "batch_size", "eval_every", "eval_batches", "num_train", "num_val", "num_test", "warmup_steps")
+
+
+@settings(max_examples=100, deadline=None)
+@given(key=st.sampled_from(COUNTS), count=st.integers(min_value=-2, max_value=2**70))
+@example(key="max_steps", count=2**63).via("the issue's input")
+@example(key="num_train", count=2**63 - 1).via("the largest a record holds")
+def test_every_count_the_config_accepts_a_record_can_hold(key, count):
     config = composed("task=mqar")
-    config["budget"] = {**BUDGET, "max_steps": steps}
+    config["budget"] = {**BUDGET, key: count}
     lines = refusal(config)
-    if 1 <= steps <= INT_LIMIT:
+    if (0 if key == "warmup_steps" else 1) <= count <= INT_LIMIT:
         assert lines is None and records.unrepresentable(config) is None
     else:
-        assert lines and all("budget.max_steps must be" in line for line in lines), lines
+        assert lines and all(f"budget.{key} must be" in line for line in lines), lines
 
 
 def test_the_valid_keys_are_each_named_once(cli):  # noqa: F811 (cli: the fixture imported above)
