@@ -21,7 +21,10 @@ module imports only torch and ``methods``: an outside package can run it on its 
 from __future__ import annotations
 
 import math
+import signal
+import threading
 from collections.abc import Callable, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -425,20 +428,54 @@ def method_class(spec_or_class: str | type[AttentionMethod]) -> type[AttentionMe
     raise MethodError(f"{spec_or_class!r} is neither a method spec nor a subclass of methods.AttentionMethod")
 
 
-def check_method(spec_or_class: str | type[AttentionMethod], options: Mapping[str, Any] | None = None) -> list[Failure]:
+# The longest one check may take (the slowest of the built-in methods' takes a few seconds on a CPU):
+# a method that never returns is a failed check, not a hung kit.
+CHECK_SECONDS = 120.0
+
+
+@contextmanager
+def time_limit(seconds: float | None):
+    """Raise ContractError in the block after ``seconds`` (on the main thread, where signals are
+    delivered; elsewhere, and with None, no limit)."""
+    if seconds is None or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def expired(signum, frame):
+        raise ContractError(f"did not finish in {seconds:g} s (the kit's limit per check)")
+    previous = signal.signal(signal.SIGALRM, expired)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def check_method(spec_or_class: str | type[AttentionMethod], options: Mapping[str, Any] | None = None,
+                 seconds: float | None = CHECK_SECONDS) -> list[Failure]:
     """Run the contract on a method (a registered name, ``module:Class`` or the class) with
     ``options`` (None: its defaults); the checks it failed, each one line (``str(failure)``).
 
     A spec that names no method, or options the method refuses, raise MethodError: those are
-    mistakes in the question, not failures of the method."""
+    mistakes in the question, not failures of the method; so does a class that cannot be built at
+    all. A check that runs past ``seconds`` fails."""
     cls = method_class(spec_or_class)
     options = dict(options or {})
     if not core_errors(cls):
-        cls(head_dim=COST_DIM, **options)  # options the method refuses: its own MethodError, before any check
+        try:  # options the method refuses: its own MethodError, before any check
+            cls(head_dim=COST_DIM, **options)
+        except MethodError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - whatever the class raises is said in one line, naming it
+            first = (str(exc).strip().splitlines() or [""])[0]
+            raise MethodError(f"method class {label(cls, options)} cannot be built (head_dim={COST_DIM}): "
+                              f"{type(exc).__name__}: {first}") from None
     failures = []
     for check in checks(cls, options):
         try:
-            check.run()
+            with time_limit(seconds):
+                check.run()
         except Exception as exc:  # noqa: BLE001 - any error of the method is a failure of the check
             text = str(exc).strip().splitlines()
             error = text[0] if text else ""

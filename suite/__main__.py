@@ -320,14 +320,20 @@ def main() -> None:
         from hydra.types import RunMode
 
         import methods
+        from suite.config import environment_problems
+        from suite.errors import ConfigError
         from suite.protocol import run_protocol
         from suite.sweep import FINE, note
 
         for spec in specs:
             methods.resolve(spec)
-        config = OmegaConf.to_container(cfg, resolve=True)
         sweeping = HydraConfig.get().mode == RunMode.MULTIRUN
         try:
+            # Checked before it is resolved: however a resolver came in, it reads nothing into the record.
+            problems = environment_problems(OmegaConf.to_container(cfg, resolve=False))
+            if problems:
+                raise ConfigError("\n".join(problems))
+            config = OmegaConf.to_container(cfg, resolve=True)
             # A sweep resumes (finished jobs are skipped); a single command always runs.
             outcome = run_protocol(config, resume=sweeping)
         except USER_ERRORS as exc:

@@ -18,6 +18,7 @@ files (``families()``).
 from __future__ import annotations
 
 import argparse
+import functools
 import itertools
 import os
 import re
@@ -29,8 +30,10 @@ from typing import Any
 
 import yaml
 
+from suite import records
+
 BOARDS_DIR = Path(__file__).resolve().parent / "boards"
-PIN_FILE = Path("train") / "BOARD_COMMIT"  # under the results folder: the commit a pinned board runs at
+PIN_FILE = Path("train") / records.PIN_FILE  # under the results folder: the commit a pinned board runs at
 REQUIRED = ("points", "budget", "protocol")
 OPTIONAL = {"state_point": None, "point_group": "point", "methods": "all", "exclude": [], "first": [],
             "state_axes": {}, "pinned": False, "launcher": "basic", "overrides": [], "families": {},
@@ -88,8 +91,13 @@ def find(spec: str | Path) -> Path:
 def load(spec: str | Path) -> Board:
     """The board ``spec`` names (a path or a project board's name), its keys checked."""
     path = find(spec)
-    raw = yaml.safe_load(path.read_text()) or {}
     where = f"board {path}"
+    try:
+        raw = yaml.safe_load(path.read_text()) or {}
+    except yaml.YAMLError as exc:
+        mark, problem = getattr(exc, "problem_mark", None), getattr(exc, "problem", None) or type(exc).__name__
+        at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        raise BoardError(f"{where}: not valid YAML{at} ({problem})") from None
     if not isinstance(raw, dict):
         raise BoardError(f"{where}: expected a mapping of keys, got {type(raw).__name__}")
     unknown = sorted(set(raw) - set(REQUIRED) - set(OPTIONAL))
@@ -271,6 +279,12 @@ def smaller_states() -> dict[str, dict[str, set]]:
     return found
 
 
+@functools.cache  # read per board run by the site
+def protocol_seeds() -> dict[str, tuple]:
+    """Per budget a project's board runs, the seeds of its protocol: a board cell holds these and no others."""
+    return {board.budget: tuple(board.protocol.get("seeds") or ()) for board in map(load, names())}
+
+
 # -- running a board ------------------------------------------------------------------------------
 
 def git(repo: Path, *args: str) -> str:
@@ -279,7 +293,10 @@ def git(repo: Path, *args: str) -> str:
 
 def pinned_commit(repo: Path, pin: Path, requested: str | None) -> str:
     """The commit the board runs at: the pin's, else ``requested``, else the clean checkout's HEAD."""
-    pinned = pin.read_text().strip() if pin.is_file() else ""
+    try:
+        pinned = records.read_pin(pin) if pin.exists() or pin.is_symlink() else ""
+    except records.RefusedFile as exc:
+        raise BoardError(f"{exc}; remove it (and the board's records) or write the board's commit in it") from None
     if requested:
         try:
             commit = git(repo, "rev-parse", "--verify", f"{requested}^{{commit}}")

@@ -14,6 +14,25 @@ import json
 import sys
 
 EXIT_FAILED, EXIT_USER_ERROR = 1, 2
+# The largest number an option may be: the checks build the method at small sizes (head dim 64, 200
+# tokens), where no option of a built-in method goes past a few hundred; a larger one only makes a
+# check run for hours or fill the memory (favor's num_features=100000000).
+OPTION_LIMIT = 2**16
+
+
+def unbounded(options: dict) -> str | None:
+    """The first option whose number is beyond OPTION_LIMIT, as ``key=value``; None if none is."""
+    for key, value in options.items():
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and not abs(value) <= OPTION_LIMIT:
+            return f"{key}={value!r}"
+    return None
+
+
+def positive(text: str) -> float:
+    value = float(text)
+    if not 0 < value < float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a number of seconds > 0, got {text!r}")
+    return value
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -21,6 +40,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("spec", metavar="SPEC", help="a registered method name, or module:Class")
     parser.add_argument("--options", default="{}", metavar="JSON",
                         help="the method's options as a JSON object, e.g. '{\"feature_dim\": 4}' (default: its own)")
+    parser.add_argument("--seconds", type=positive, default=None, metavar="S",
+                        help="the longest one check may take before it fails (default: the kit's, 120)")
     args = parser.parse_args(argv)
 
     from methods import contract
@@ -32,13 +53,15 @@ def main(argv: list[str] | None = None) -> int:
         options, problem = None, f"--options is not JSON ({exc}): {args.options!r}"
     else:
         problem = None if isinstance(options, dict) else f"--options must be a JSON object, got {args.options!r}"
+    if problem is None and (beyond := unbounded(options)):
+        problem = f"--options {beyond} is beyond the kit's bound, {OPTION_LIMIT} (it checks at small sizes)"
     if problem:
         print(f"error: {problem}", file=sys.stderr)
         return EXIT_USER_ERROR
     try:
         cls = contract.method_class(args.spec)
         total = len(contract.checks(cls, options))
-        failures = contract.check_method(cls, options)
+        failures = contract.check_method(cls, options, seconds=args.seconds or contract.CHECK_SECONDS)
     except MethodError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_USER_ERROR

@@ -35,6 +35,7 @@ from typing_extensions import NotRequired, TypedDict, is_typeddict
 
 from suite.errors import ConfigError
 from suite.logger import LOGGERS
+from suite.schema import INT_LIMIT
 
 DEVICES = ("auto", "cpu", "cuda")
 PROTOCOLS = ("single", "lr_sweep")
@@ -106,22 +107,6 @@ def listed(words: str, choices: tuple[str, ...], empty: bool = False) -> Any:
                      rule(f"be a {'' if empty else 'non-empty '}list {words} {', '.join(choices)}")]
 
 
-# Bare: checked, but saying nothing of their own; the rule around them says what they must be.
-BareCount = Annotated[int, Strict(), Field(gt=0)]
-BareNumber = Annotated[float, Strict(), Field(allow_inf_nan=False)]  # strict: ints pass, bools and strings do not
-Integer = Annotated[int, Strict(), rule("be an integer")]
-Bool = Annotated[bool, Strict(), rule("be true or false")]
-Count = Annotated[BareCount, rule("be a positive integer")]
-CountOrNull = Annotated[BareCount | None, rule("be a positive integer or null")]
-CountOrZero = Annotated[int, Strict(), Field(ge=0), rule("be an integer >= 0")]
-Counts = Annotated[list[BareCount], Field(min_length=1), rule("be a non-empty list of positive integers")]
-Positive = Annotated[BareNumber, Field(gt=0), rule("be a finite number > 0")]
-PositiveOrNull = Annotated[Annotated[BareNumber, Field(gt=0)] | None, rule("be a finite number > 0 or null")]
-NonNegative = Annotated[BareNumber, Field(ge=0), rule("be a finite number >= 0")]
-_Folder = Annotated[str, Strict(), Field(pattern=r"\S")]  # not empty, not blank
-Name = Annotated[str, Strict(), Field(min_length=1), rule("be a name")]
-
-
 def at_most(limit: int, floor: int = 1) -> AfterValidator:
     """A number in [floor, limit] (None passes): the rule's message for its type, this one for its range."""
     def check(value):
@@ -129,6 +114,36 @@ def at_most(limit: int, floor: int = 1) -> AfterValidator:
             raise Broken(f"be in [{floor}, {limit}]")
         return value
     return AfterValidator(check)
+
+
+# Bare: checked, but saying nothing of their own; the rule around them says what they must be.
+# A count is at most what a record holds (suite/schema.py INT_LIMIT, 64 bits): whatever the config
+# lets start, the record schema lets be written.
+BareCount = Annotated[int, Strict(), Field(gt=0, le=INT_LIMIT)]
+BareNumber = Annotated[float, Strict(), Field(allow_inf_nan=False)]  # strict: ints pass, bools and strings do not
+Integer = Annotated[int, Strict(), rule("be an integer")]
+Bool = Annotated[bool, Strict(), rule("be true or false")]
+Count = Annotated[int, Strict(), Field(gt=0), rule("be a positive integer"), at_most(INT_LIMIT)]
+CountOrNull = Annotated[Annotated[int, Strict(), Field(gt=0)] | None, rule("be a positive integer or null"),
+                        at_most(INT_LIMIT)]
+CountOrZero = Annotated[int, Strict(), Field(ge=0), rule("be an integer >= 0"), at_most(INT_LIMIT, floor=0)]
+Counts = Annotated[list[BareCount], Field(min_length=1), rule("be a non-empty list of positive integers")]
+Positive = Annotated[BareNumber, Field(gt=0), rule("be a finite number > 0")]
+PositiveOrNull = Annotated[Annotated[BareNumber, Field(gt=0)] | None, rule("be a finite number > 0 or null")]
+NonNegative = Annotated[BareNumber, Field(ge=0), rule("be a finite number >= 0")]
+_Folder = Annotated[str, Strict(), Field(pattern=r"\S")]  # not empty, not blank
+# What Linux takes of a path (PATH_MAX and NAME_MAX, in bytes): a longer one fails at the first stat.
+PATH_BYTES, PART_BYTES = 4095, 255
+
+
+def fits_file_system() -> AfterValidator:
+    """A path the file system can take (the rule around it says what else it must be)."""
+    def check(value):
+        if len(value.encode()) > PATH_BYTES or any(len(part.encode()) > PART_BYTES for part in value.split("/")):
+            raise Broken(f"be a path of at most {PATH_BYTES} bytes, each folder's name at most {PART_BYTES}")
+        return value
+    return AfterValidator(check)
+Name = Annotated[str, Strict(), Field(min_length=1), rule("be a name")]
 
 
 # Every generator a run seeds (torch, numpy, the data orders derived from it) takes these; torch
@@ -247,7 +262,8 @@ class BudgetName(TypedDict):
     name: Name  # a mode that reads only its grid reads only this of the budget
 
 
-DataDir = Annotated[_Folder, rule("name a folder (default: $SUITE_DATA_DIR, else ~/.cache/attention-suite)")]
+DataDir = Annotated[_Folder, rule("name a folder (default: $SUITE_DATA_DIR, else ~/.cache/attention-suite)"),
+                    fits_file_system()]
 
 
 @with_config(OPEN)
@@ -268,7 +284,7 @@ class RunConfig(TypedDict):
     seed: Seed
     # No hint among three short names: 'gpu' is closer to 'cpu' than to the 'cuda' it means.
     device: Annotated[str, one_of("device", DEVICES, hint=False)]
-    results_dir: Annotated[_Folder, rule("name a folder (default: results)")]
+    results_dir: Annotated[_Folder, rule("name a folder (default: results)"), fits_file_system()]
     data_dir: NotRequired[DataDir]
     force: NotRequired[Bool]
     resume: NotRequired[Bool]
@@ -315,6 +331,12 @@ def adapter(schema: type) -> TypeAdapter:
     return TypeAdapter(schema)  # built once: it costs milliseconds, and a sweep validates every job
 
 
+def shown(value: Any, limit: int = 100) -> str:
+    """``repr(value)``, cut to ``limit`` characters with its length said: one line stays one line."""
+    text = repr(value)
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text):,} characters)"
+
+
 def describe(error: Mapping, schema: type) -> str:
     """The line for one pydantic error: which key, what it must be, what it is."""
     loc = error["loc"]
@@ -322,7 +344,7 @@ def describe(error: Mapping, schema: type) -> str:
     kind, value = error["type"], error.get("input")
     said = error.get("ctx", {}).get("error") if kind == "value_error" else None
     if isinstance(said, Broken):
-        return f"{key} must {said.words}, got {value!r}"
+        return f"{key} must {said.words}, got {shown(value)}"
     if isinstance(said, Line):
         return f"{key}: {said.text}" if said.located else said.text
     if kind == "extra_forbidden":
@@ -330,8 +352,8 @@ def describe(error: Mapping, schema: type) -> str:
     if kind == "missing":
         return f"missing config key {key!r}"
     if kind in ("dict_type", "typed_dict_type"):
-        return f"{key} must be a mapping of keys to values, got {value!r}"
-    return f"{key}: {error['msg']}, got {value!r}"
+        return f"{key} must be a mapping of keys to values, got {shown(value)}"
+    return f"{key}: {error['msg']}, got {shown(value)}"
 
 
 def declared_keys(schema: Any, loc: tuple) -> list[str]:
@@ -393,17 +415,37 @@ def added_key(key: str, run_schemas: Iterable[type]) -> str | None:
     return unknown_key(key, [path for schema in schemas for path in declared_paths(schema)])
 
 
-# ``${oc.env:NAME}`` (alone or inside another resolver): reads an environment variable into the config,
-# and so into the record. A backslash before ``$`` escapes it (no interpolation).
-READS_ENVIRONMENT = re.compile(r"(?<!\\)\$\{[^}]*\boc\.env\s*:")
+# A resolver, ``${name:...}`` (alone or inside another interpolation), reads what is outside the
+# config (``oc.env`` an environment variable, others files or anything a plugin likes) into it, and
+# so into the record; a plain ``${key}`` reads the config only. A backslash before ``$`` escapes it.
+RESOLVER = re.compile(r"(?<!\\)\$\{\s*([A-Za-z_][\w.]*)\s*:")
+# The keys whose value may come from the environment: where data is found and how logs are kept, which
+# define nothing a run measures (conf/config.yaml data_dir, conf/logger/wandb.yaml).
+FROM_ENVIRONMENT = {"data_dir": {"oc.env"}, "logger.mode": {"oc.env"}, "logger.dir": {"oc.env"}}
 
 
 def reads_environment(key: str, value: str) -> str | None:
-    """The line refusing an override whose value reads the environment, else None."""
-    if READS_ENVIRONMENT.search(value) is None:
+    """The line refusing a value of ``key`` that reads from outside the config, else None."""
+    outside = [name for name in RESOLVER.findall(value) if name not in FROM_ENVIRONMENT.get(key, ())]
+    if not outside:
         return None
-    return (f"{key}={value} reads an environment variable into the config, and so into the record, which "
-            "holds no environment variable; write the value itself")
+    if "oc.env" in outside:
+        return (f"{key}={value} reads an environment variable into the config, and so into the record, which "
+                "holds no environment variable; write the value itself")
+    return (f"{key}={value} uses the resolver {outside[0]!r}, which reads from outside the config into the record; "
+            "write the value itself")
+
+
+def environment_problems(unresolved: Any, at: str = "") -> list[str]:
+    """A line per value of a composed, unresolved config that reads from outside it, wherever it came
+    from (the command line, a preset on the search path, a defaults list)."""
+    if isinstance(unresolved, Mapping):
+        return [line for key, item in unresolved.items()
+                for line in environment_problems(item, f"{at}.{key}" if at else str(key))]
+    if isinstance(unresolved, list):
+        return [line for i, item in enumerate(unresolved) for line in environment_problems(item, f"{at}[{i}]")]
+    problem = reads_environment(at, unresolved) if isinstance(unresolved, str) else None
+    return [problem] if problem else []
 
 
 def unwrapped(tp: Any) -> Any:
@@ -419,8 +461,8 @@ def unknown_key(key: str, known: typing.Collection[str], context: str = "") -> s
     long shared prefix does not make every sibling look close; a misspelled path with whole keys."""
     parent, _, leaf = key.rpartition(".")
 
-    def children(node: str) -> list[str]:
-        return [k.rpartition(".")[2] for k in known if k.rpartition(".")[0] == node]
+    def children(node: str) -> list[str]:  # each once: several schemas declare the same key
+        return list(dict.fromkeys(k.rpartition(".")[2] for k in known if k.rpartition(".")[0] == node))
 
     if not parent or parent in known or children(parent):
         close = [f"{parent}.{c}".lstrip(".") for c in difflib.get_close_matches(leaf, children(parent), n=1)]

@@ -19,10 +19,15 @@ from pydantic import ValidationError
 from suite import modes
 from suite.records import (
     FIELDS,
+    MAX_FILE_BYTES,
     RecordError,
+    RefusedFile,
     describe,
     new_run_id,
+    path_name_problems,
+    read_untrusted,
     record_path,
+    restated_problem,
     scrub_home,
     unrepresentable,
     utc_now,
@@ -78,7 +83,11 @@ def write_record(record: Mapping, results_dir: str | Path) -> Path:
     text = json.dumps(record, indent=2, sort_keys=False, allow_nan=False, default=str) + "\n"
     parsed = json.loads(text)  # what a reader will see (tuples as lists, other objects as text)
     validate(parsed, f"record {parsed.get('run_id')!r}")
+    for at, value, rule in path_name_problems(parsed):  # each becomes a folder or the file's name
+        raise RecordError(f"record {parsed.get('run_id')!r}: field {at!r} is {value!r}; expected {rule}")
     path = record_path(parsed, results_dir)
+    if not path.resolve().is_relative_to(Path(results_dir).resolve()):  # a link in the way: still refused
+        raise RecordError(f"record {parsed['run_id']!r}: its path {str(path)!r} leads outside results_dir")
     write_atomically(path, lambda tmp: tmp.write_text(text))
     return path
 
@@ -104,9 +113,16 @@ def validate(record: Any, where: str) -> Record:
     if bad is not None:
         raise RecordError(f"{where}: field {bad[0]!r}: {bad[1]}")
     try:
-        return modes.record_model(kind).model_validate(record)
+        model = modes.record_model(kind).model_validate(record)
     except ValidationError as exc:
         raise RecordError(f"{where}: {describe(exc)}") from None
+    restated = restated_problem(record)
+    if restated is not None:
+        raise RecordError(f"{where}: {restated}")
+    missing = [m for m in modes.get(kind).ok_requires if record["status"] == "ok" and record["metrics"].get(m) is None]
+    if missing:
+        raise RecordError(f"{where}: field 'metrics.{missing[0]}': missing from an ok {kind} record; expected a number")
+    return model
 
 
 def load_record(path: str | Path) -> tuple[dict, Record]:
@@ -114,8 +130,10 @@ def load_record(path: str | Path) -> tuple[dict, Record]:
     the file and what is wrong."""
     path = Path(path)
     try:
-        record = json.loads(path.read_text())
-    except (OSError, ValueError, RecursionError) as exc:  # ValueError: bad UTF-8 or bad JSON
+        record = json.loads(read_untrusted(path))
+    except RefusedFile as exc:
+        raise RecordError(f"{exc}; expected a regular file of at most {MAX_FILE_BYTES:,} bytes") from None
+    except (ValueError, RecursionError) as exc:  # ValueError: bad UTF-8 or bad JSON
         raise RecordError(f"{path}: not a readable JSON record ({type(exc).__name__}: {exc})") from exc
     return record, validate(record, str(path))
 

@@ -16,6 +16,7 @@ import math
 import os
 import re
 import secrets
+import stat
 import tempfile
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -116,6 +117,16 @@ def record_config_hash(record: Mapping) -> str:
     return config_hash(record["config"], str(record["env"].get("device", "cpu")))
 
 
+def hash_problem(record: Mapping) -> str | None:
+    """Why a record's stored config hash is not its config's (a hand edit of the config, the lr
+    say, that would move it to another cell), in words; None when it recomputes."""
+    recomputed = record_config_hash(record)
+    if recomputed != record["config_hash"]:
+        return (f"{record['config_hash']!r} does not recompute from the stored config and env.device (it gives "
+                f"{recomputed!r})")
+    return None
+
+
 def cell_key(config: Mapping) -> str:
     """A hash of what defines a board cell: the run's defining config without the learning rate
     and the seed, which the protocol sweeps inside the cell."""
@@ -150,24 +161,48 @@ def new_run_id(config_hash: str) -> str:
 
 # A record's kind, task, method and run id name the folders and the file it is stored at, so each
 # must be one plain path component: no separator, no "..", nothing a shell or a page reads as markup.
+# A kind's, task's or method's name is an identifier, the method registry's rule (methods/registry.py
+# NAME: methods/ imports no harness, so a test holds the two equal); a run id is a plain file name.
+NAME = re.compile(r"[a-z][a-z0-9_]{0,63}")
+NAME_RULE = "a lower-case letter, then lower-case letters, digits and _, at most 64"
 PATH_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.+-]{0,127}")
-PATH_FIELDS = (("kind",), ("task", "name"), ("method", "name"), ("run_id",))
-
-
 PATH_NAME_RULE = "letters, digits and _ . + -, at most 128, starting with a letter or digit"
+PATH_FIELDS = ((("kind",), NAME, NAME_RULE), (("task", "name"), NAME, NAME_RULE),
+               (("method", "name"), NAME, NAME_RULE), (("run_id",), PATH_NAME, PATH_NAME_RULE))
 
 
-def path_name_problems(record: Mapping) -> list[tuple[str, Any]]:
-    """(field, value) of each field of ``record`` that names a folder or file but is not a plain
-    name (PATH_NAME_RULE)."""
+def path_name_problems(record: Mapping) -> list[tuple[str, Any, str]]:
+    """(field, value, rule) of each field of ``record`` that names a folder or file but breaks its rule."""
     found = []
-    for at in PATH_FIELDS:
+    for at, pattern, rule in PATH_FIELDS:
         value: Any = record
         for key in at:
             value = value.get(key) if isinstance(value, Mapping) else None
-        if not isinstance(value, str) or not PATH_NAME.fullmatch(value):
-            found.append((".".join(at), value))
+        if not isinstance(value, str) or not pattern.fullmatch(value):
+            found.append((".".join(at), value, rule))
     return found
+
+
+# What a record states twice: where the board and the file's path read it, and in the config the run
+# composed. A hand edit of one copy (a linear record renamed softmax at the top) is refused, not shown.
+RESTATED = ((("method", "name"), ("config", "method", "name")), (("kind",), ("config", "mode", "name")),
+            (("env", "seed"), ("config", "seed")))
+
+
+def restated_problem(record: Mapping) -> str | None:
+    """The first field of ``record`` whose two copies (RESTATED) disagree, in words; None if none
+    does (a copy absent, as in records older than the field, is not compared)."""
+    for first, second in RESTATED:
+        values = []
+        for at in (first, second):
+            value: Any = record
+            for key in at:
+                value = value.get(key) if isinstance(value, Mapping) else None
+            values.append(value)
+        if None not in values and values[0] != values[1]:
+            return (f"field {'.'.join(first)!r} is {values[0]!r} but {'.'.join(second)!r} is {values[1]!r}; "
+                    "expected one value")
+    return None
 
 
 def record_path(record: Mapping, results_dir: str | Path) -> Path:
@@ -176,6 +211,61 @@ def record_path(record: Mapping, results_dir: str | Path) -> Path:
         Path(results_dir) / record["kind"] / record["task"]["name"] / record["method"]["name"]
         / f"{record['run_id']}.json"
     )
+
+
+# The most a file from outside (a record, BOARD_COMMIT, submission.json, a kept record) may hold:
+# validate and the site read with one cap. The largest committed record (a kernel sweep) is ~330 kB.
+MAX_FILE_BYTES = 2 * 2**20
+FILE_TYPES = {stat.S_IFDIR: "a folder", stat.S_IFIFO: "a FIFO", stat.S_IFCHR: "a character device",
+              stat.S_IFBLK: "a block device", stat.S_IFSOCK: "a socket", stat.S_IFLNK: "a symbolic link (not followed)"}
+
+
+class RefusedFile(Exception):
+    """A file from outside that is not read: ``reason`` says why, never what the file holds."""
+
+    def __init__(self, path: Path, reason: str):
+        super().__init__(f"{path}: {reason}")
+        self.path, self.reason = path, reason
+
+
+def read_untrusted(path: str | Path, limit: int = MAX_FILE_BYTES) -> bytes:
+    """The bytes of a regular file of at most ``limit`` bytes, or RefusedFile. A link is refused,
+    not followed (it could lead to any file, or to /dev/zero), and so is anything but a regular file
+    (a FIFO or a device would block or never end); the size is checked before reading, and again on
+    the open file, which is opened non-blocking and without following a link put there meanwhile."""
+    path = Path(path)
+    try:
+        kind = stat.S_IFMT(os.lstat(path).st_mode)
+        if kind != stat.S_IFREG:
+            raise RefusedFile(path, FILE_TYPES.get(kind, "not a regular file"))
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC)
+        try:
+            opened = os.fstat(fd)  # the file opened, which may have been swapped since lstat
+            if not stat.S_ISREG(opened.st_mode):
+                raise RefusedFile(path, FILE_TYPES.get(stat.S_IFMT(opened.st_mode), "not a regular file"))
+            data = b""
+            while max(opened.st_size, len(data)) <= limit and (chunk := os.read(fd, limit + 1 - len(data))):
+                data += chunk  # one byte past the cap at most: a file that grows while read is caught
+        finally:
+            os.close(fd)
+    except OSError as exc:
+        raise RefusedFile(path, f"not readable ({exc.strerror or exc})") from None
+    if max(opened.st_size, len(data)) > limit:
+        raise RefusedFile(path, f"{max(opened.st_size, len(data)):,} bytes, above the cap of {limit:,} bytes")
+    return data
+
+
+PIN_FILE = "BOARD_COMMIT"  # in a kind's folder: the commit its board ran at (scripts/board_cpu.sh)
+FULL_COMMIT = re.compile(r"[0-9a-f]{40}")
+
+
+def read_pin(path: str | Path) -> str:
+    """The commit a BOARD_COMMIT file pins, or RefusedFile (read as any file from outside; what a
+    file that holds no commit holds is not repeated)."""
+    commit = read_untrusted(path, limit=4096).decode("ascii", "replace").strip()
+    if not FULL_COMMIT.fullmatch(commit):
+        raise RefusedFile(Path(path), "does not hold a commit (40 hexadecimal digits)")
+    return commit
 
 
 def write_atomically(path: Path, write: Callable[[Path], None]) -> None:

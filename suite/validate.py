@@ -35,11 +35,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from suite import record_store, records
+from suite import board, record_store, records
 
-MAX_RECORD_BYTES = 2 * 2**20  # the largest committed record (a kernel sweep) is about 330 kB
 MARKUP = re.compile(r"<\s*/?\s*[A-Za-z!?]")  # the start of an HTML tag, comment or declaration
-COMMIT = re.compile(r"[0-9a-f]{40}")
+# A character that reorders the text around it on a page (a "Trojan Source" device name reads as another).
+BIDI = re.compile("[\u200e\u200f\u061c\u202a-\u202e\u2066-\u2069]")
 EXIT_PROBLEMS, EXIT_USER_ERROR = 1, 2
 # (field, what it is) of the provenance every record carries, and of what a submission adds.
 PROVENANCE = ((("env", "git_commit"), "the suite's commit"), (("env", "git_dirty"), "the clean-tree flag"),
@@ -116,10 +116,20 @@ def unique_keys(pairs: list[tuple[str, Any]]) -> dict:
 
 # -- one file -----------------------------------------------------------------------------------------
 
+FILE_EXPECTED = f"a regular file (not a link, folder, FIFO or device) of at most {records.MAX_FILE_BYTES:,} bytes"
+
+
+def read(path: Path) -> tuple[bytes | None, list[Problem]]:
+    """The bytes of a file from outside (suite/records.py, read_untrusted: the site's reader and cap),
+    or the problem that says why it was not read, never what it holds."""
+    try:
+        return records.read_untrusted(path), []
+    except records.RefusedFile as exc:
+        return None, [Problem(path, "file", exc.reason, FILE_EXPECTED)]
+
+
 def parse(path: Path, data: bytes) -> tuple[Any, list[Problem]]:
     """The file's JSON, or the problem that stops every other check of it."""
-    if len(data) > MAX_RECORD_BYTES:
-        return None, [Problem(path, "file", f"{len(data):,} bytes", f"at most {MAX_RECORD_BYTES:,} bytes per record")]
     try:
         return json.loads(data.decode("utf-8"), object_pairs_hook=unique_keys), []
     except UnicodeDecodeError as exc:
@@ -133,8 +143,9 @@ def parse(path: Path, data: bytes) -> tuple[Any, list[Problem]]:
 
 def check_file(path: Path, submission: bool) -> tuple[Checked | None, list[Problem]]:
     """The file's problems, and the record when its JSON and schema are sound."""
-    data = path.read_bytes()
-    record, problems = parse(path, data)
+    data, problems = read(path)
+    if not problems:
+        record, problems = parse(path, data)
     if problems:
         return None, problems
     problems = [Problem(path, at, f"{value} is not a number JSON allows",
@@ -148,12 +159,12 @@ def check_file(path: Path, submission: bool) -> tuple[Checked | None, list[Probl
         return None, [Problem(path, "schema", str(exc).removeprefix("record: "), "a record of its kind's schema "
                               "(the site's schema/record-<kind>.json)")]
     problems += [Problem(path, at, f"{value!r} names a folder or file but is not a plain name (it could lead "
-                         "outside the folder)", records.PATH_NAME_RULE)
-                 for at, value in records.path_name_problems(record)]
+                         "outside the folder)", rule)
+                 for at, value, rule in records.path_name_problems(record)]
     problems += markup_problems(path, record)
     if not problems:
         problems += location_problems(path, record)
-    problems += hash_problems(path, record)
+    problems += hash_problems(path, record) + seed_problems(path, record)
     problems += provenance_problems(path, record, submission)
     if not problems:  # a method is built only from a record that passed every check above
         problems += declared_problems(path, record)
@@ -161,11 +172,15 @@ def check_file(path: Path, submission: bool) -> tuple[Checked | None, list[Probl
 
 
 def markup_problems(path: Path, record: dict) -> list[Problem]:
-    """Text that a page could read as markup (the site escapes it; a record has no reason to hold it)."""
+    """Text that a page could read as markup, or that reorders the text around it (the site escapes
+    markup; a record has no reason to hold either)."""
     found = []
     for at, value in leaves(record):
         if isinstance(value, str) and (match := MARKUP.search(value)):
             found.append(Problem(path, at, f"holds markup {value[match.start():match.start() + 12]!r}", "plain text"))
+        if isinstance(value, str) and (match := BIDI.search(value)):
+            found.append(Problem(path, at, f"holds the bidirectional control character U+{ord(match.group()):04X}",
+                                 "plain text"))
     return found
 
 
@@ -180,10 +195,17 @@ def location_problems(path: Path, record: dict) -> list[Problem]:
 
 
 def hash_problems(path: Path, record: dict) -> list[Problem]:
-    recomputed = records.record_config_hash(record)
-    if recomputed != record["config_hash"]:
-        return [Problem(path, "config_hash", f"{record['config_hash']!r} does not recompute from the stored config "
-                        f"and env.device (it gives {recomputed!r})", "the hash of the config as stored")]
+    problem = records.hash_problem(record)
+    return [Problem(path, "config_hash", problem, "the hash of the config as stored")] if problem else []
+
+
+def seed_problems(path: Path, record: dict) -> list[Problem]:
+    """A train run of a board's budget is one of its protocol's seeds (the site leaves any other out of its cell)."""
+    budget, seed = get(record, ("config", "budget", "name")), get(record, ("config", "seed"))
+    seeds = board.protocol_seeds().get(budget)
+    if record["kind"] == "train" and seeds is not None and seed not in seeds:
+        return [Problem(path, "config.seed", f"{seed!r} is not a seed of the {budget} board's protocol",
+                        f"one of {', '.join(map(str, seeds))}")]
     return []
 
 
@@ -192,7 +214,7 @@ def provenance_problems(path: Path, record: dict, submission: bool) -> list[Prob
     found = [Problem(path, ".".join(at), "missing" if not has(record, at) else "null", what)
              for at, what in required if get(record, at) is None]
     commit = get(record, ("env", "git_commit"))
-    if isinstance(commit, str) and not COMMIT.fullmatch(commit):
+    if isinstance(commit, str) and not records.FULL_COMMIT.fullmatch(commit):
         found.append(Problem(path, "env.git_commit", f"{commit!r} is not a commit", "40 hexadecimal digits"))
     if not submission:
         return found
@@ -250,15 +272,14 @@ def declared_problems(path: Path, record: dict) -> list[Problem]:
     """The state bytes (train) and FLOPs (kernel) a record states, against the method's declaration."""
     import methods
 
-    name, import_path = record["method"]["name"], record["method"].get("import_path")
-    if name not in methods.available() and import_path:  # a method from outside the suite, installed here?
-        try:
-            methods.resolve(import_path)
-        except methods.MethodError:
-            pass
+    # Only what is installed and registered here (the suite's methods and installed distributions'
+    # entry points): a record's method.import_path is never imported, for a record is untrusted input
+    # and importing a module runs its code (installing a submission's package is CI's step, before this).
+    name = record["method"]["name"]
     if name not in methods.available():
-        return [Problem(path, "method.name", f"{name!r} is not a method of this suite, so what it declares cannot "
-                        "be recomputed", f"one of {', '.join(methods.available())}, or its package installed")]
+        return [Problem(path, "method.name", f"unknown method {name!r} (validate imports no module a record names), "
+                        "so what it declares cannot be recomputed",
+                        f"one of {', '.join(methods.available())}, or its package installed with its entry point")]
     ran, current = record["method"].get("version", 1), methods.get(name).version
     if ran != current:  # what that version declared is in the code of the commit it names, not here
         return [Problem(path, "method.version", f"{name} version {ran!r} is not this suite's version {current}, so "
@@ -349,22 +370,21 @@ def files_under(root: Path) -> tuple[list[Path], list[Problem]]:
     could lead a check, or the site, outside the submitted folder."""
     if root.is_symlink():
         return [], [Problem(root, "file", "a symbolic link", "a plain file or folder")]
-    if root.is_file():
-        return [root], []
+    if not root.is_dir():
+        return [root], []  # a FIFO or device too: the reader refuses it in one line
     found, problems = [], []
     for folder, dirs, names in os.walk(root):
         for name in sorted(dirs + names):
             path = Path(folder, name)
             if path.is_symlink():
                 problems.append(Problem(path, "file", "a symbolic link", "a plain file inside the folder"))
-            elif name.endswith(".json") and path.is_file() and name != SUBMISSION_FILE:
-                found.append(path)
+            elif name.endswith(".json") and name in names and name != SUBMISSION_FILE:
+                found.append(path)  # not only regular files: the reader refuses a FIFO or device in one line
         dirs[:] = sorted(d for d in dirs if not Path(folder, d).is_symlink())
     return sorted(found), problems
 
 
 SUBMISSION_FILE = "submission.json"  # a submission folder's metadata (docs/SUBMITTING.md)
-PIN_FILE = "BOARD_COMMIT"  # the commit a board's records under its folder ran at (scripts/board_cpu.sh)
 SUBMISSION_KEYS = {"submitter": "who ran the records (a name, or a GitHub handle)",
                    "added": "the date the records were submitted, YYYY-MM-DD"}
 
@@ -372,9 +392,13 @@ SUBMISSION_KEYS = {"submitter": "who ran the records (a name, or a GitHub handle
 def metadata_problems(root: Path) -> list[Problem]:
     """A submission folder's submission.json: who submitted it and when (docs/SUBMITTING.md)."""
     path = root / SUBMISSION_FILE
-    if not path.is_file():
+    if path.is_symlink():
+        return []  # files_under refuses it
+    if not path.exists():
         return [Problem(path, "file", "missing", 'a JSON object {"submitter": ..., "added": "YYYY-MM-DD"}')]
-    data, problems = parse(path, path.read_bytes())
+    data, problems = read(path)
+    if not problems:
+        data, problems = parse(path, data)
     if problems:
         return problems
     if not isinstance(data, dict):
@@ -404,8 +428,14 @@ def check_folder(root: Path, submission: bool) -> tuple[int, list[Problem]]:
 def pinned_problems(root: Path, checked: list[Checked]) -> list[Problem]:
     """The records under a folder that pins its board's commit (BOARD_COMMIT) ran at that commit."""
     found = []
-    for pin in sorted(root.rglob(PIN_FILE)) if root.is_dir() else []:
-        pinned = pin.read_text().strip()
+    for pin in sorted(root.rglob(records.PIN_FILE)) if root.is_dir() else []:
+        if pin.is_symlink():
+            continue  # files_under refuses it
+        try:
+            pinned = records.read_pin(pin)
+        except records.RefusedFile as exc:
+            found.append(Problem(pin, "file", exc.reason, "a regular file holding the board's commit"))
+            continue
         for item in checked:
             commit = get(item.record, ("env", "git_commit"))
             if item.path.is_relative_to(pin.parent) and commit is not None and commit != pinned:

@@ -15,7 +15,7 @@ import methods
 from methods import contract
 from methods.base import CAPABILITIES, AttentionMethod, MethodError
 from methods.registry import REGISTRY
-from suite import modes, record_store, validate
+from suite import modes, record_store, records, validate
 from suite.run import run
 from tests.outside_methods import BROKEN, STATELESS, BrokenAttention, StatelessSoftmax
 
@@ -185,7 +185,8 @@ def test_the_site_shows_state_and_decode_as_not_applicable_to_a_method_without_a
             record["method"]["capabilities"] = capabilities
             write_record(record, results)
     reason = "mode=decode needs what method 'stateless_softmax' does not implement: recurrent (...)"
-    write_record(new_record("decode", config={"mode": {"name": "decode"}, "seed": 0}, config_hash="dstateless",
+    write_record(new_record("decode", config={"mode": {"name": "decode"}, "seed": 0},
+                            config_hash=records.config_hash({"mode": {"name": "decode"}, "seed": 0}, "cpu"),
                             method={"name": "stateless_softmax", "impl": "auto", "params": {},
                                     "capabilities": ["flops"]},
                             task={"name": "mqar"}, metrics={}, env={"device": "cpu", "seed": 0},

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from suite.record_store import new_record, write_record
+from suite.records import config_hash
 from suite.site import build_site
 from suite.site.board import board_columns, board_rows
 from suite.site.build import SITE_DIR, SiteError
@@ -61,9 +62,8 @@ def train(method: str = "softmax", task: str = "mqar", *, seed: int = 0, lr: flo
         metrics["final_train_loss"] = loss
     if params is not None:
         metrics["param_count"] = params
-    digest = f"{method}-{task}-{seq_len}-{pairs}-{budget}-{lr}-{seed}-{d_model}-{sorted((options or {}).items())}"
     method_block = {"name": method, "impl": "auto"} | ({"time_in_length": time} if time else {})
-    record = new_record("train", config=config, config_hash=digest, method=method_block,
+    record = new_record("train", config=config, config_hash=config_hash(config, "cpu"), method=method_block,
                         task=task_block | {"family": "recall" if pairs else "lra"}, metrics=metrics, status=status,
                         env={"device": "cpu", "device_name": "test cpu", "seed": seed, "git_commit": commit,
                              "git_dirty": dirty})
@@ -103,10 +103,10 @@ def sweep_records(method: str = "softmax", chosen_tests=(0.90, 0.92, 0.94)) -> l
 
 
 def test_reruns_of_one_seed_count_once(tmp_path):
-    # Reruns of one config agree (two that disagree are a conflict: test_site_faults.py); a record of
-    # the same seed hashed by an older version may say something else, and the latest counts.
+    # Reruns of one config agree (two that disagree are a conflict: test_site_faults.py); a record
+    # whose hash does not recompute from its config (hashed by an older rule, or edited) is skipped.
     reruns = [train("softmax", test=t, created=f"2026-12-01T1{i}:00:00Z") for i, t in enumerate((0.9, 0.6, 0.9))]
-    reruns[1]["config_hash"] = "hashed-by-an-older-version"  # one seed, whatever its hash, counts once
+    reruns[1]["config_hash"] = "hashed-by-an-older-version"  # skipped: the seed counts once
     seeds = [train("linear", seed=s, test=0.8 + 0.01 * s) for s in range(3)]
     page = build(tmp_path, reruns + seeds)
     rows = {r.method: r for r in board_rows(load_runs(tmp_path / "results")[0])}
@@ -273,6 +273,7 @@ def test_the_most_run_configuration_is_shown_and_the_others_counted(tmp_path):
     records = [train("favor", seed=s, test=0.8) for s in range(3)]
     other = train("favor", test=0.2)
     other["config"]["budget"]["warmup_steps"] = 10
+    other["config_hash"] = config_hash(other["config"], "cpu")  # as a run of that config writes it
     page = build(tmp_path, records + [other])
     cell = row_html(page, "favor")
     assert "80.0%" in cell and "n=3" in cell and "+1 other config(s), 1 run(s), not shown" in cell

@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 
 import suite.site.build
+from suite import records
 from suite.record_store import read_record, validate, write_record
 from suite.records import RecordError
 from suite.site import build_site
@@ -201,7 +202,9 @@ def test_two_records_of_one_run_that_disagree_are_a_conflict_not_latest_wins(old
     path = forged(results, test_accuracy=0.9, val_accuracy=0.9)  # valid, but not what seed 0 gave
     assert main(["--results", str(results), "--out", str(out)]) == 0
     err = capsys.readouterr().err
-    assert "warning: conflict: 2 records of one run (config hash softmaxlistops0, seed 0) disagree" in err
+    digest = read_record(path)["config_hash"]
+    assert (f"warning: conflict: 2 records of one run (config hash {digest}, seed 0) disagree, so the verified row "
+            "on test cpu shows none of them") in err
     assert f"{path.relative_to(results).as_posix()}: test_accuracy=0.9" in err
     assert "test_accuracy=0.39" in err
     assert cell_text(out) == "40.5 n=2"  # seeds 1 and 2: neither of seed 0's answers is shown
@@ -237,6 +240,7 @@ def test_a_hostile_commit_field_is_refused_and_never_printed_into_a_command(tmp_
 def test_the_run_page_prints_a_checked_commit_and_a_quoted_command(tmp_path):
     record = train_record("softmax", "listops", 0, 0.4)
     record["config"]["method"]["impl"] = "auto; rm -rf ~"
+    record["config_hash"] = records.config_hash(record["config"], "cpu")  # hashed as written: not skipped
     write_record(record, tmp_path / "results")
     build_site(tmp_path / "results", tmp_path / "site")
     page = next((tmp_path / "site" / "runs").glob("*.html")).read_text()

@@ -17,7 +17,8 @@ import pytest
 import yaml
 
 from suite import records
-from suite.validate import MAX_RECORD_BYTES, main
+from suite.records import MAX_FILE_BYTES
+from suite.validate import main
 from tests.fake_submission import BOARD, REPO, committed_cell, gpu_record, make_submission, write
 
 REPORT = os.environ.get("VALIDATE_REPORT")  # a file to append each case's lines to (the report)
@@ -72,7 +73,7 @@ CASES = {
                        "not valid JSON"),
     "wrong kind": (lambda r: ("train/listops_short/softmax/kind.json",
                               json.dumps(edited(r, set_at(("kind",), "kernel"))).encode()),
-                   "expected .../kernel/listops_short/softmax/"),
+                   "field 'kind' is 'kernel' but 'config.mode.name' is 'train'"),
     "unknown kind": (lambda r: ("train/x/y/unknown-kind.json",
                                 json.dumps(edited(r, set_at(("kind",), "training"))).encode()),
                      "unknown kind 'training'"),
@@ -86,7 +87,9 @@ CASES = {
                                          json.dumps(edited(r, set_at(("run_id",), "../../../../tmp/evil"))).encode()),
                               "run_id: '../../../../tmp/evil' names a folder or file but is not a plain name"),
     "script in method name": (lambda r: ("train/listops_short/softmax/script.json", json.dumps(
-        edited(r, set_at(("method", "name"), "<script>alert(1)</script>"))).encode()), "method.name: holds markup"),
+        edited(edited(r, set_at(("method", "name"), "<script>alert(1)</script>")),
+               set_at(("config", "method", "name"), "<script>alert(1)</script>"))).encode()),
+                              "method.name: holds markup"),
     "script in error text": (lambda r: edited(r, lambda x: x.update(status="error", error="<script>alert(1)</script>")),
                              "error: holds markup '<script>aler'"),
     "missing provenance (suite version)": (lambda r: edited(r, delete_at(("env", "suite_version"))),
@@ -101,9 +104,9 @@ CASES = {
     "wrong type": (lambda r: edited(r, set_at(("metrics", "steps"), "6000")), "metrics.steps"),
     "repeated key": (lambda r: (str(records.record_path(r, ".")), with_text(
         r, lambda t: t.replace('"status": "ok"', '"status": "ok", "status": "ok"'))), "key 'status' appears 2 times"),
-    "oversized file": (lambda r: (str(records.record_path(r, ".")), json.dumps(r).encode() + b" " * MAX_RECORD_BYTES),
-                       "bytes; expected at most"),
-    "unknown method": (lambda r: edited(r, unknown_method), "'mystery' is not a method of this suite"),
+    "oversized file": (lambda r: (str(records.record_path(r, ".")), json.dumps(r).encode() + b" " * MAX_FILE_BYTES),
+                       f"bytes, above the cap of {MAX_FILE_BYTES:,} bytes; expected a regular file"),
+    "unknown method": (lambda r: edited(r, unknown_method), "unknown method 'mystery'"),
     "bad commit": (lambda r: edited(r, set_at(("env", "git_commit"), "HEAD")),
                    "field 'env.git_commit': String should match pattern"),
 }

@@ -39,6 +39,9 @@ class Mode:
     # The method capabilities its job calls (methods.base.CAPABILITIES); a run of a method that lacks
     # one writes a record of status not_applicable saying which, instead of running the job.
     needs: frozenset[str] = frozenset()
+    # The metrics an ok record of the mode must hold: what the board reads of it (a train record
+    # without its accuracy would drop out of its cell in silence).
+    ok_requires: tuple[str, ...] = ()
 
     @property
     def kind(self) -> str:

@@ -140,6 +140,7 @@ class Cell:
     sweep: list[Run] = field(default_factory=list)  # one run per rate tried at the first seed, if several
     others: list[Cell] = field(default_factory=list)  # other configurations that landed in this row and column
     total: int = 0  # runs of this configuration behind the cell: every rate and seed, a rerun once
+    disputed: list[Run] = field(default_factory=list)  # its submitted runs that disagree with a verified record
 
     def values(self, metric: str = ACCURACY.name) -> list[float]:
         """``metric`` of the runs that finished ok and hold a number for it (one per seed)."""
@@ -285,32 +286,71 @@ def one_per_seed(runs: list[Run]) -> list[Run]:
 AGREED = ("test_accuracy", "val_accuracy")
 
 
-def conflicts(runs: list[Run]) -> dict[str, list[Run]]:
-    """Per config hash, its ok board runs when they disagree on what ``AGREED`` names: one of them is
-    wrong and nothing says which, so the board shows neither (the latest is no better: ``created`` is
-    whatever a record says)."""
-    ok: dict[str, list[Run]] = {}
+def said(run: Run) -> tuple:
+    return tuple(run.metric(m) for m in AGREED)
+
+
+def conflicts(runs: list[Run]) -> dict[tuple, list[Run]]:
+    """Per run shown in one row (its config hash, tier, origin and hardware: a row's runs share the
+    last three), its ok board records when they disagree on what ``AGREED`` names: one of them is
+    wrong and nothing says which, so the board shows neither (the latest is no better: ``created``
+    is whatever a record says)."""
+    ok: dict[tuple, list[Run]] = {}
     for run in runs:
         if on_board(run) and run.status == "ok":
-            ok.setdefault(run.config_hash, []).append(run)
-    return {h: found for h, found in ok.items()
-            if len({tuple(r.metric(m) for m in AGREED) for r in found}) > 1}
+            ok.setdefault((run.config_hash, run.tier, run.origin, run.hardware), []).append(run)
+    return {key: found for key, found in ok.items() if len(set(map(said, found))) > 1}
+
+
+def disputed(runs: list[Run]) -> dict[int, list[Run]]:
+    """Per submitted run (by ``id``) that disagrees with the verified records of its run (one config
+    hash), when those agree: those verified records. It is shown in its submitted row only, marked."""
+    verified: dict[str, list[Run]] = {}
+    for run in runs:
+        if on_board(run) and run.status == "ok" and run.tier == "verified":
+            verified.setdefault(run.config_hash, []).append(run)
+    return {id(run): verified[run.config_hash] for run in runs
+            if on_board(run) and run.status == "ok" and run.tier != "verified" and run.config_hash in verified
+            and len(set(map(said, verified[run.config_hash]))) == 1 and said(run) != said(verified[run.config_hash][0])}
 
 
 def conflict_messages(runs: list[Run]) -> list[str]:
-    """One line per conflict, naming its records and what each says."""
+    """One line per conflict, naming its records, what each says, and what the board shows."""
+    def told(run: Run) -> str:
+        return f"{run.source.as_posix()}: " + ", ".join(f"{m}={run.metric(m)}" for m in AGREED)
+
     lines = []
-    for config_hash, found in conflicts(runs).items():
-        said = "; ".join(f"{r.source.as_posix()}: " + ", ".join(f"{m}={r.metric(m)}" for m in AGREED) for r in found)
+    for (config_hash, tier, origin, hardware), found in conflicts(runs).items():
+        row = f"the {tier} row{f' of {origin}' if origin else ''} on {hardware}"
         lines.append(f"conflict: {len(found)} records of one run (config hash {config_hash}, seed {found[0].seed}) "
-                     f"disagree, so the board shows none of them: {said}")
+                     f"disagree, so {row} shows none of them: {'; '.join(map(told, found))}")
+    by_id = {id(run): run for run in runs}
+    for key, verified in disputed(runs).items():
+        run = by_id[key]
+        lines.append(f"conflict: the submitted record {told(run)} disagrees with the verified record(s) of its run "
+                     f"(config hash {run.config_hash}, seed {run.seed}) {'; '.join(map(told, verified))}; the verified "
+                     f"row shows the verified one, the submitted row of {run.origin} shows it marked 'disputed'")
     return lines
 
 
+def off_protocol(run: Run) -> bool:
+    """Whether a run's seed is not one its board's protocol runs (a forged fourth seed, say)."""
+    seeds = boards.protocol_seeds().get(run.budget)
+    return seeds is not None and run.seed not in seeds
+
+
+def off_protocol_messages(runs: list[Run]) -> list[str]:
+    """One line per board run left out of its cell for its seed."""
+    return [f"{run.source.as_posix()}: seed {run.seed!r} is not one of the seeds of the {run.budget} board's protocol "
+            f"({', '.join(map(str, boards.protocol_seeds()[run.budget]))}); left out of its cell"
+            for run in runs if on_board(run) and off_protocol(run)]
+
+
 def config_cell(runs: list[Run]) -> Cell:
-    """The cell of one configuration (one cell_key): the chosen learning rate's runs, one per seed;
-    a run whose records conflict is left out."""
-    clashing = conflicts(runs)
+    """The cell of one configuration (one cell_key): the chosen learning rate's runs, one per seed
+    of its board's protocol; a run whose records conflict is left out."""
+    runs = [r for r in runs if not off_protocol(r)]
+    clashing = {config_hash for config_hash, *_ in conflicts(runs)}  # one row: one tier, origin and hardware
     runs = latest([r for r in runs if r.config_hash not in clashing], lambda r: r.config_hash)
     if not runs:
         return Cell()
@@ -441,9 +481,12 @@ def board_rows(runs: list[Run]) -> list[Row]:
             key = (method, labels[id(run)], budget, device, dtype, *where)
             grouped.setdefault(key, {}).setdefault(column_of(run), []).append(run)
     rows = []
+    against = disputed(runs)
     for key in sorted(grouped, key=row_order):
         method, variant, budget, device, dtype, tier, origin, hardware = key
         cells = {c: make_cell(found) for c, found in grouped[key].items()}
+        for cell in cells.values():
+            cell.disputed = [r for r in cell.runs if id(r) in against]
         rows.append(Row(method, budget, device, dtype, variant, cells, tier, origin, hardware))
     return rows
 

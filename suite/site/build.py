@@ -20,11 +20,11 @@ from pathlib import Path
 from suite import modes, schema
 from suite.modes import declared as declared_metrics
 from suite.site import downloads, pages, render
-from suite.site.board import board_columns, board_rows, conflict_messages, reference_rows
+from suite.site.board import board_columns, board_rows, conflict_messages, off_protocol_messages, reference_rows
 from suite.site.curves import curve_pages, page_path
 from suite.site.figures import Figure, board_figures, fidelity_figures, pareto_figures, sweep_figures
 from suite.site.lead import lead
-from suite.site.runs import Run, load_runs, number, safe_name
+from suite.site.runs import Run, load_runs, number, origin_of, safe_name
 
 SITE_DIR = pages.SITE_DIR
 MARKER = ".suite-site"  # marks a folder this builder made, so a rebuild may clear it
@@ -61,10 +61,16 @@ def build_site(results_dir: str | Path, out_dir: str | Path, site_dir: Path = SI
     missing = [str(f) for f in submitted if not Path(f).is_dir()]
     if missing:
         raise SiteError(f"submission folder(s) {', '.join(map(repr, missing))} do not exist")
+    origins: dict[str, str] = {}
+    for folder in map(str, submitted):  # an origin names a submission's rows and its copy folder: one each
+        other = origins.setdefault(origin_of(Path(folder)), folder)
+        if other != folder:
+            raise SiteError(f"submission folders {other!r} and {folder!r} share the origin {origin_of(Path(folder))!r} "
+                            "(their names differ only in characters a file name cannot hold); rename one")
     for folder in (results_dir, *map(Path, submitted)):
         check_output(out_dir, folder)
     runs, problems = load_runs(results_dir, tuple(map(Path, submitted)))
-    problems += conflict_messages(runs)
+    problems += conflict_messages(runs) + off_protocol_messages(runs)
     try:
         with staged(out_dir) as stage:
             write_site(runs, problems, stage, site_dir)

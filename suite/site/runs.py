@@ -13,6 +13,7 @@ import math
 import re
 import shlex
 import warnings
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -166,13 +167,17 @@ def safe_name(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]", "_", text)[:120] or "run"
 
 
+def origin_of(folder: Path) -> str:
+    """A submission folder's origin: its name as a file name, which names its rows and its copy in the build."""
+    return safe_name(folder.name)
+
+
 # Where a record comes from (DESIGN.md, "Submitted records"): verified, run by the project itself
 # (its board command or scheduled workflow, from a pinned commit) into its results folder; or
 # submitted, run by anyone else on their machine and added by pull request under submissions/.
 TIERS = ("verified", "submitted")
 SUBMISSION_FILE = "submission.json"  # a submission folder's metadata (docs/SUBMITTING.md)
 SUBMISSION_FIELDS = ("submitter", "added", "notes")  # its text fields the site shows
-PIN_FILE = "BOARD_COMMIT"  # in a kind's folder of results/: the commit its board ran at (scripts/board_cpu.sh)
 
 
 def load_runs(results_dir: Path, submitted: tuple[Path, ...] = ()) -> tuple[list[Run], list[str]]:
@@ -181,15 +186,17 @@ def load_runs(results_dir: Path, submitted: tuple[Path, ...] = ()) -> tuple[list
     runs: list[Run] = []
     pages: set[str] = set()
     problems: list[str] = []
-    sources = [(Path(results_dir), "verified", None)] + [(Path(f), "submitted", safe_name(Path(f).name))
-                                                          for f in submitted]
+    sources = [(Path(results_dir), "verified", None)] + [(Path(f), "submitted", origin_of(Path(f))) for f in submitted]
     for folder, tier, origin in sources:
         metadata, problem = submission_metadata(folder) if tier == "submitted" else ({}, None)
         problems += [problem] if problem else []
+        pins: dict[Path, str | None] = {}  # a BOARD_COMMIT: its pinned commit, each pin read (and refused) once
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             for path, record, model in iter_loaded(folder, skip=(SUBMISSION_FILE,)):
                 refused = leaves_folder(path, folder, record)
+                if refused is None and (problem := records.hash_problem(record)):
+                    refused = f"config_hash {problem}"  # as validate: an edited config would move the run's cell
                 if refused:
                     problems.append(f"{path}: {refused}; skipped")
                     continue
@@ -202,12 +209,38 @@ def load_runs(results_dir: Path, submitted: tuple[Path, ...] = ()) -> tuple[list
                 source = path.relative_to(folder)
                 if origin is not None:  # a submission's records sit apart from the project's in the build
                     source = Path("submitted", origin, source)
-                pin = board_pin(path, folder)
-                pinned = pin.read_text().strip() if tier == "verified" and pin is not None else None
+                pin = board_pin(path, folder) if tier == "verified" else None
+                if pin is not None and pin not in pins:
+                    pins[pin], problem = pinned_commit(pin)
+                    problems += [problem] if problem else []
+                pinned = pins.get(pin)
                 runs.append(Run(record, model, source, page, plots_beside(model, path), path, tier, origin, metadata,
                                 pinned))
         problems += [str(w.message) for w in caught]
-    return runs, problems
+    refused = not_the_tasks_baseline(runs)
+    problems += [f"{run.file}: {why}; skipped" for run, why in refused]
+    return [run for run in runs if all(run is not r for r, _ in refused)], problems
+
+
+def data_key(run: Run) -> str:
+    """What defines a train run's task data (its config's task block), and so its baseline."""
+    return json.dumps(run.record["config"].get("task"), sort_keys=True, default=str)
+
+
+def not_the_tasks_baseline(runs: list[Run]) -> list[tuple[Run, str]]:
+    """The train runs whose baseline_accuracy is not their task's, and why. The baseline is the
+    task's (a function of its data, which its config's task block defines), not a record's to say:
+    the value the verified records of that data agree on (most of them, where they differ). A
+    task no verified record ran keeps its records' own."""
+    told: dict[str, Counter] = {}
+    for run in runs:
+        if run.kind == "train" and run.tier == "verified" and run.metric("baseline_accuracy") is not None:
+            told.setdefault(data_key(run), Counter())[run.metric("baseline_accuracy")] += 1
+    task = {key: counts.most_common(1)[0][0] for key, counts in told.items()}
+    return [(run, f"field 'metrics.baseline_accuracy' is {run.metric('baseline_accuracy')!r}, not its task's "
+                  f"{task[data_key(run)]!r} (the verified records' of the same task data)")
+            for run in runs if run.kind == "train" and data_key(run) in task
+            and run.metric("baseline_accuracy") != task[data_key(run)]]
 
 
 def board_pin(path: Path, folder: Path) -> Path | None:
@@ -216,8 +249,9 @@ def board_pin(path: Path, folder: Path) -> Path | None:
     for parent in path.parents:
         if not parent.is_relative_to(folder):
             return None
-        if (parent / PIN_FILE).is_file():
-            return parent / PIN_FILE
+        pin = parent / records.PIN_FILE
+        if pin.exists() or pin.is_symlink():  # a link is found, then refused by pinned_commit
+            return pin
     return None
 
 
@@ -228,9 +262,9 @@ def leaves_folder(path: Path, folder: Path, record: dict) -> str | None:
     root = folder.resolve()
     if not path.resolve().is_relative_to(root):
         return f"the file resolves to {str(path.resolve())!r}, outside {str(folder)!r}"
-    for at, value in records.path_name_problems(record):
+    for at, value, rule in records.path_name_problems(record):
         if not isinstance(value, str) or not (root / value).resolve().is_relative_to(root) or value in (".", ".."):
-            return f"field {at!r} is {value!r}: as a path it would leave its folder (expected {records.PATH_NAME_RULE})"
+            return f"field {at!r} is {value!r}: as a path it would leave its folder (expected {rule})"
     if not records.record_path(record, root).resolve().is_relative_to(root):
         return f"its path {str(records.record_path(record, folder))!r} would leave its folder"
     return None
@@ -239,15 +273,28 @@ def leaves_folder(path: Path, folder: Path, record: dict) -> str | None:
 def submission_metadata(folder: Path) -> tuple[dict, str | None]:
     """A submission folder's submission.json (its text fields only), and a message when it is unusable."""
     path = folder / SUBMISSION_FILE
-    if not path.is_file():
+    if not path.exists() and not path.is_symlink():
         return {}, f"{path}: missing; the submission is shown without a submitter or date"
     try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError) as exc:
+        data = json.loads(records.read_untrusted(path))
+    except records.RefusedFile as exc:
+        return {}, f"{exc}; the submission is shown without a submitter or date"
+    except (ValueError, RecursionError) as exc:
         return {}, f"{path}: not readable JSON ({exc}); the submission is shown without a submitter or date"
     if not isinstance(data, dict):
         return {}, f"{path}: not a JSON object; the submission is shown without a submitter or date"
     return {k: data[k] for k in SUBMISSION_FIELDS if isinstance(data.get(k), str)}, None
+
+
+def pinned_commit(pin: Path) -> tuple[str | None, str | None]:
+    """The commit a kind's BOARD_COMMIT pins (None where there is none), and a message when it is
+    refused; what a refused pin holds is never shown."""
+    if not pin.exists() and not pin.is_symlink():
+        return None, None
+    try:
+        return records.read_pin(pin), None
+    except records.RefusedFile as exc:
+        return None, f"{exc}; its board's runs are shown without a pinned commit"
 
 
 def plots_beside(model: Record, path: Path) -> tuple[str, ...]:

@@ -16,4 +16,4 @@ RECORD_METRICS = metric_table("""
 """)
 
 MODE = Mode(name="train", order=0, package=__name__, metrics={"record": RECORD_METRICS},
-            section=Section("Accuracy against cost (Pareto)", "pareto"))
+            section=Section("Accuracy against cost (Pareto)", "pareto"), ok_requires=("test_accuracy",))
