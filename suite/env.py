@@ -30,14 +30,52 @@ def _git(*args: str, cwd: Path = REPO_ROOT) -> str | None:
     return out.stdout.strip()
 
 
-def git_state(folder: Path = REPO_ROOT) -> tuple[str | None, bool | None]:
-    """(commit, dirty) of the checkout holding ``folder`` (the suite's own by default); (None, None)
-    outside a git checkout."""
+def git_state(folder: Path = REPO_ROOT, tracking: Path | None = None) -> tuple[str | None, bool | None]:
+    """(commit, dirty) of the checkout holding ``folder``; (None, None) outside a git checkout, or
+    when that checkout does not track ``tracking`` (a file of the code in question): a repository
+    that merely contains the folder, a virtual environment inside a user's project, says nothing
+    about where the code came from."""
     commit = _git("rev-parse", "HEAD", cwd=folder)
     if commit is None:
         return None, None
+    if tracking is not None and _git("ls-files", "--error-unmatch", str(tracking), cwd=folder) is None:
+        return None, None
     status = _git("status", "--porcelain", "--untracked-files=no", cwd=folder)
     return commit, bool(status)
+
+
+def suite_distribution() -> importlib.metadata.Distribution | None:
+    """The installed attention-suite distribution whose code this is: a copy of this very module
+    (a wheel), or an editable install of this checkout; None when run from a tree that is not
+    installed, or beside an attention-suite installed from elsewhere."""
+    try:
+        dist = importlib.metadata.distribution("attention-suite")
+    except importlib.metadata.PackageNotFoundError:
+        return None
+    direct = json.loads(dist.read_text("direct_url.json") or "{}")
+    url = urlparse(direct.get("url", ""))
+    editable = (direct.get("dir_info") or {}).get("editable") and url.scheme == "file"
+    if editable and Path(unquote(url.path)).resolve() == REPO_ROOT:
+        return dist
+    return dist if Path(dist.locate_file("suite/env.py")).resolve() == Path(__file__).resolve() else None
+
+
+def suite_git_state() -> tuple[str | None, bool | None]:
+    """(commit, dirty) of the suite's own code, right or absent: the checkout whose top level holds
+    this package and tracks it (a clone, an editable install), else the commit pip installed it
+    from (a git URL: direct_url.json's vcs_info; clean by construction), else (None, None): a wheel
+    or an index release, known by its version alone. Never a repository that merely contains the
+    environment the suite is installed in."""
+    top = _git("rev-parse", "--show-toplevel")
+    if top is not None and Path(top).resolve() == REPO_ROOT:
+        found = git_state(REPO_ROOT, tracking=Path(__file__).resolve())
+        if found[0] is not None:
+            return found
+    dist = suite_distribution()
+    vcs = json.loads((dist.read_text("direct_url.json") if dist else None) or "{}").get("vcs_info") or {}
+    if vcs.get("vcs") == "git" and vcs.get("commit_id"):
+        return vcs["commit_id"], False
+    return None, None
 
 
 def cpu_model() -> str:
@@ -77,11 +115,10 @@ def library_version(module: str) -> str | None:
 
 
 def suite_version() -> str | None:
-    """The installed attention-suite's version (None when run from a tree that is not installed)."""
-    try:
-        return importlib.metadata.version("attention-suite")
-    except importlib.metadata.PackageNotFoundError:
-        return None
+    """This suite's version, from its distribution's metadata (None when run from a tree that is
+    not installed)."""
+    dist = suite_distribution()
+    return dist.version if dist else None
 
 
 def distribution_of(cls: type) -> dict:
@@ -105,7 +142,8 @@ def distribution_of(cls: type) -> dict:
         url = urlparse(direct.get("url", ""))
         source = Path(unquote(url.path)) if "dir_info" in direct and url.scheme == "file" else None
     if source is not None and source.is_dir():
-        found["commit"], found["dirty"] = git_state(source)
+        # only a checkout that tracks the code names its commit, not one that merely holds the folder
+        found["commit"], found["dirty"] = git_state(source, tracking=source)
     return found
 
 
@@ -142,7 +180,7 @@ def hardware(device: torch.device) -> dict:
 
 def capture(device: torch.device, seed: int) -> dict:
     """The ``env`` block of a record (DESIGN.md: device, versions, commit, CPU, seed, hardware)."""
-    commit, dirty = git_state()
+    commit, dirty = suite_git_state()
     on_cuda = device.type == "cuda"
     return {
         "device": device.type,

@@ -144,6 +144,21 @@ def test_a_method_by_import_path_trains_and_its_record_names_its_code(outside, c
     assert records.config_hash(config, "cpu") == records.record_config_hash(record)
 
 
+def test_a_repository_that_holds_the_method_s_folder_but_not_its_code_names_no_commit(outside):
+    """Right or absent: a commit is recorded only from a checkout that tracks the method's code, not
+    from one that merely contains the folder it was imported from."""
+    git = ["git", "-c", "user.name=a user", "-c", "user.email=user@example.org"]
+    (outside / "notes.txt").write_text("unrelated\n")
+    for args in (["init", "-q"], ["add", "notes.txt"], ["commit", "-q", "-m", "notes only"]):
+        subprocess.run([*git, *args], cwd=outside, check=True, capture_output=True)
+    cls = methods.resolve(SPEC)
+    assert env.distribution_of(cls)["commit"] is None
+    for args in (["add", "sigpkg"], ["commit", "-q", "-m", "the method"]):
+        subprocess.run([*git, *args], cwd=outside, check=True, capture_output=True)
+    head = subprocess.check_output(["git", "rev-parse", "HEAD"], cwd=outside, text=True).strip()
+    assert (env.distribution_of(cls)["commit"], env.distribution_of(cls)["dirty"]) == (head, False)
+
+
 def test_a_sweep_names_a_method_by_import_path_among_built_in_ones(outside):
     argv = ["-m", f"method=linear,{SPEC}", "task=mqar"]
     assert check_group_choices(argv) is None  # a sweep's choices as typed, not as Hydra escapes them (\:)

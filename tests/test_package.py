@@ -19,9 +19,8 @@ SOURCES = ("suite", "methods", "tasks", "pyproject.toml", "README.md", "LICENSE"
 
 
 @pytest.fixture(scope="module")
-def installed(tmp_path_factory) -> Path:
-    """A venv holding only the built wheel; the dependencies are this interpreter's, on a path entry
-    (so no index is needed), after the venv's own site-packages where the wheel lies."""
+def wheel(tmp_path_factory) -> Path:
+    """The suite's wheel, built from a copy of its sources."""
     root = tmp_path_factory.mktemp("package")
     source = root / "source"
     source.mkdir()
@@ -33,8 +32,18 @@ def installed(tmp_path_factory) -> Path:
     built = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
                             "-w", str(root / "dist"), str(source)], capture_output=True, text=True, timeout=300)
     assert built.returncode == 0, built.stderr[-3000:]
-    [wheel] = (root / "dist").glob("attention_suite-*.whl")
-    environment = root / "venv"
+    [built_wheel] = (root / "dist").glob("attention_suite-*.whl")
+    return built_wheel
+
+
+@pytest.fixture(scope="module")
+def installed(wheel, tmp_path_factory) -> Path:
+    return install_wheel(wheel, tmp_path_factory.mktemp("installed") / "venv")
+
+
+def install_wheel(wheel: Path, environment: Path) -> Path:
+    """A venv holding only the built wheel; the dependencies are this interpreter's, on a path entry
+    (so no index is needed), after the venv's own site-packages where the wheel lies."""
     venv.create(environment, with_pip=False)
     python = environment / "bin" / "python"
     site_packages = Path(subprocess.check_output(
@@ -45,6 +54,38 @@ def installed(tmp_path_factory) -> Path:
                            "--ignore-installed", "-q", str(wheel)], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     return environment
+
+
+@pytest.mark.slow
+def test_a_wheel_installed_inside_another_repository_records_its_version_and_no_commit(wheel, tmp_path, data_dir):
+    """Provenance right or absent (issue 46): a user's own git repository holding the virtual
+    environment (and the folder the command runs in) is not the suite's checkout, so its commit
+    must not enter the record as the suite's. The record names the wheel's version alone, and
+    validate takes that released version as the suite's provenance."""
+    project = tmp_path / "my-project"
+    project.mkdir()
+    (project / "notes.txt").write_text("a user's own project\n")
+    git = ["git", "-c", "user.name=a user", "-c", "user.email=user@example.org"]
+    for args in (["init", "-q"], ["add", "notes.txt"], ["commit", "-q", "-m", "mine"]):
+        subprocess.run([*git, *args], cwd=project, check=True, capture_output=True)
+    theirs = subprocess.check_output(["git", "rev-parse", "HEAD"], cwd=project, text=True).strip()
+    environment = install_wheel(wheel, project / ".venv")
+    env, results = clean_env(environment, tmp_path), project / "results"
+    ran = subprocess.run([str(environment / "bin" / "attention-suite"), "method=softmax", "task=listops",
+                          "budget=smoke", f"results_dir={results}", f"data_dir={data_dir}"],
+                         cwd=project, env=env, capture_output=True, text=True, timeout=600)
+    assert ran.returncode == 0, ran.stderr[-3000:]
+    [path] = results.rglob("*.json")
+    record = json.loads(path.read_text())
+    assert theirs not in path.read_text()
+    assert (record["env"]["git_commit"], record["env"]["git_dirty"], record["env"]["suite_version"]) == (
+        None, None, "0.1.0")
+    assert record["method"]["distribution"] == {"name": "attention-suite", "version": "0.1.0", "url": None,
+                                                "commit": None, "dirty": None}
+    (results / "submission.json").write_text(json.dumps({"submitter": "a user", "added": "2026-12-06"}))
+    checked = subprocess.run([str(environment / "bin" / "attention-suite"), "validate", "--submission", str(results)],
+                             cwd=project, env=env, capture_output=True, text=True, timeout=600)
+    assert checked.returncode == 0, checked.stdout[-3000:]
 
 
 def clean_env(installed: Path, home: Path) -> dict[str, str]:
