@@ -17,7 +17,7 @@ from methods.base import CAPABILITIES, AttentionMethod, MethodError
 from methods.registry import REGISTRY
 from suite import modes, record_store, validate
 from suite.run import run
-from tests.outside_methods import BROKEN, STATELESS, BrokenAttention, StatelessSoftmax
+from tests.outside_methods import BROKEN, STATELESS, BrokenAttention, LeakyAttention, ReluAttention, StatelessSoftmax
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -86,8 +86,34 @@ def test_the_kit_names_each_way_a_broken_method_fails():
 def test_the_kit_passes_a_method_without_a_recurrent_form_and_runs_no_state_check():
     cls = StatelessSoftmax
     kinds = {check.kind for check in contract.checks(cls)}
-    assert kinds == {"core", "path", "flops"}
+    assert kinds == {"core", "naive", "path", "flops"}
     assert contract.check_method(cls) == []
+
+
+def test_the_naive_checks_catch_a_wrong_definition_in_each_way_they_look():
+    """A naive-only method has no other path to be compared with: its definition is checked on its
+    own, and each of the four ways LeakyAttention is wrong is one failure."""
+    failures = [str(f) for f in contract.check_method(LeakyAttention) if f.check.kind == "naive"]
+    shape = "leaky naive naive B=2 N=6 D=4 E=3 float32"
+    assert any(line.startswith(f"{shape} full against float64 weights: o: relative error ") for line in failures)
+    assert any(line.startswith(f"{shape} causal masking: o of tokens 0..2 after changing tokens 3..5: ")
+               for line in failures)
+    for kind in ("full", "causal"):
+        assert any(line.startswith(f"{shape} {kind} batch independence: o of sequence 0 after changing sequence 1: ")
+                   for line in failures), failures
+        assert any(line.startswith(f"{shape} {kind} gradients by finite differences: direction 0: the gradients give")
+                   for line in failures), failures
+    assert len(failures) == 6, failures
+
+
+def test_a_relu_feature_map_passes_the_kit_though_its_one_token_gradients_are_rounding():
+    """Issue 46: at one token the chunked path's dq was 3.3e-3 from the float32 naive path's, which is
+    itself 4.4e-3 from the float64 truth (the quantity is eps / den^2 times terms of order one); the
+    bound is now the reference's own rounding spread there, and the path passes. A wrong path still
+    fails at that shape (BrokenAttention's, above)."""
+    assert [str(f) for f in contract.check_method(ReluAttention)] == []
+    check = next(c for c in contract.path_checks(ReluAttention) if c.case == "B=2 N=1 D=5 E=3 chunk=16 float32 full")
+    check.run()
 
 
 # -- runs of a method without a recurrent form ---------------------------------------------------------

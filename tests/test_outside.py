@@ -159,6 +159,30 @@ def test_a_repository_that_holds_the_method_s_folder_but_not_its_code_names_no_c
     assert (env.distribution_of(cls)["commit"], env.distribution_of(cls)["dirty"]) == (head, False)
 
 
+def readme_snippet(marker: str) -> str:
+    """The README's Python block that starts with ``marker`` (a comment naming its file)."""
+    import re
+
+    [block] = [b for b in re.findall(r"```python\n(.*?)```", (REPO / "README.md").read_text(), re.S)
+               if b.startswith(marker)]
+    return block
+
+
+def test_the_readme_s_own_method_passes_check_method(tmp_path):
+    """The README's SigmoidAttention, as a reader would copy it into my_pkg/attn.py, passes the whole
+    contract kit through the console command run from that folder (issue 46)."""
+    (tmp_path / "my_pkg").mkdir()
+    (tmp_path / "my_pkg" / "__init__.py").write_text("")
+    (tmp_path / "my_pkg" / "attn.py").write_text(readme_snippet("# my_pkg/attn.py"))
+    done = subprocess.run([sys.executable, "-m", "suite", "check-method", "my_pkg.attn:SigmoidAttention"],
+                          cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(REPO)}, capture_output=True, text=True,
+                          timeout=900)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert done.stdout == ""
+    assert done.stderr.strip().splitlines()[-1].startswith(
+        "check-method sigmoid_fm (capabilities: flops, recurrent, weights): all ")
+
+
 def test_a_sweep_names_a_method_by_import_path_among_built_in_ones(outside):
     argv = ["-m", f"method=linear,{SPEC}", "task=mqar"]
     assert check_group_choices(argv) is None  # a sweep's choices as typed, not as Hydra escapes them (\:)
