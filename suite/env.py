@@ -7,6 +7,7 @@ no API key, token or user name can leak through it.
 from __future__ import annotations
 
 import importlib.metadata
+import importlib.util
 import json
 import platform
 import subprocess
@@ -18,6 +19,7 @@ from urllib.parse import unquote, urlparse
 import torch
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
+SUITE_DISTRIBUTION = "attention-suite"
 
 
 def _git(*args: str, cwd: Path = REPO_ROOT) -> str | None:
@@ -49,7 +51,7 @@ def suite_distribution() -> importlib.metadata.Distribution | None:
     (a wheel), or an editable install of this checkout; None when run from a tree that is not
     installed, or beside an attention-suite installed from elsewhere."""
     try:
-        dist = importlib.metadata.distribution("attention-suite")
+        dist = importlib.metadata.distribution(SUITE_DISTRIBUTION)
     except importlib.metadata.PackageNotFoundError:
         return None
     direct = json.loads(dist.read_text("direct_url.json") or "{}")
@@ -122,24 +124,38 @@ def suite_version() -> str | None:
 
 
 def distribution_of(cls: type) -> dict:
-    """Where the code of ``cls`` (a method's class) came from, so that a record names a method from
-    a package other than this suite: the installed distribution that ships its module (name and
-    version; None outside any), and the commit of its code: the one pip installed from a VCS URL
-    (``url``; direct_url.json's vcs_info), else that of the git checkout the module was imported
-    from (an editable install, a folder on the path; ``dirty``: with uncommitted changes), else that
-    of the local folder an installed copy was built from."""
-    found: dict = {"name": None, "version": None, "url": None, "commit": None, "dirty": None}
-    names = importlib.metadata.packages_distributions().get(cls.__module__.split(".")[0], [])
+    """Where the code of ``cls`` (a method's class) came from: ``module_distribution`` of its module."""
+    return module_distribution(cls.__module__)
+
+
+def module_distribution(module: str) -> dict:
+    """Where the code of ``module`` (a method's or a task family's) came from, so that a record
+    names code from a package other than this suite: the installed distribution that ships it
+    (name and version; None outside any); how it was installed (``source``: "index" with no
+    direct URL, "git" from a VCS URL, "local" from a folder or a file on this machine, "url" from an
+    archive's address; None outside any distribution); and the commit of its code: the one pip
+    installed from a VCS URL (``url``; direct_url.json's vcs_info), else that of the git checkout
+    the module was imported from (an editable install, a folder on the path; ``dirty``: with
+    uncommitted changes), else that of the local folder an installed copy was built from; a
+    commit only where that checkout tracks the code."""
+    found: dict = {"name": None, "version": None, "url": None, "commit": None, "dirty": None, "source": None}
+    names = importlib.metadata.packages_distributions().get(module.split(".")[0], [])
     dist = importlib.metadata.distribution(names[0]) if names else None
     direct = json.loads((dist.read_text("direct_url.json") if dist else None) or "{}")
+    url = urlparse(direct.get("url", ""))
     if dist is not None:
-        found.update(name=dist.metadata["Name"], version=dist.version)
+        # no direct URL: an index's, unless its metadata lies outside site-packages (a source tree's egg-info)
+        indexed = installed_copy(Path(dist.locate_file("")).resolve())
+        found.update(name=dist.metadata["Name"], version=dist.version,
+                     source=("index" if indexed else "local") if not direct else
+                     "local" if url.scheme == "file" else "url")
     vcs = direct.get("vcs_info") or {}
     if vcs.get("vcs") == "git" and vcs.get("commit_id"):
-        return {**found, "url": direct.get("url"), "commit": vcs["commit_id"]}
-    source = module_folder(cls)
+        return {**found, "url": direct.get("url"), "commit": vcs["commit_id"], "source": "git"}
+    if found["source"] == "url":
+        found["url"] = direct.get("url")
+    source = module_folder(module)
     if source is None or installed_copy(source):  # an installed copy: its source folder, if local
-        url = urlparse(direct.get("url", ""))
         source = Path(unquote(url.path)) if "dir_info" in direct and url.scheme == "file" else None
     if source is not None and source.is_dir():
         # only a checkout that tracks the code names its commit, not one that merely holds the folder
@@ -147,9 +163,15 @@ def distribution_of(cls: type) -> dict:
     return found
 
 
-def module_folder(cls: type) -> Path | None:
-    """The folder of the file that defines ``cls`` (None for a class without one)."""
-    file = getattr(sys.modules.get(cls.__module__), "__file__", None)
+def module_folder(module: str) -> Path | None:
+    """The folder of the file that defines ``module`` (None for a module without one)."""
+    file = getattr(sys.modules.get(module), "__file__", None)
+    if file is None:
+        try:
+            spec = importlib.util.find_spec(module)
+        except (ImportError, ValueError):
+            spec = None
+        file = spec.origin if spec is not None and spec.has_location else None
     return Path(file).resolve().parent if file else None
 
 

@@ -21,6 +21,7 @@ from pathlib import Path
 import torch
 
 import methods
+import tasks
 from methods.base import CAPABILITIES
 from methods.registry import qualified
 from suite import checkpoint, env, logger, modes, record_store, records
@@ -60,10 +61,26 @@ def find_finished(results_dir: str | Path, config_hash: str) -> Path | None:
     return found
 
 
-def with_method_version(config: Mapping, version: int) -> dict:
-    """``config`` with ``method.version``, the method's code version: part of what defines a run
-    (records.NEUTRAL_VALUES: version 1 hashes as a config without it)."""
-    return {**config, "method": {**config["method"], "version": version}}
+def with_method_version(config: Mapping, method_class: type[methods.AttentionMethod]) -> dict:
+    """``config`` with ``method.version``, the method's code version, and for a method from outside
+    the suite ``method.package``, its distribution's name==version: both part of what defines a
+    run, so that a new release of the package reruns (records.NEUTRAL_VALUES: version 1 hashes as a
+    config without it; the suite's own methods have no package, so their hashes are unchanged)."""
+    method = {**config["method"], "version": method_class.version}
+    dist = env.distribution_of(method_class)
+    if dist["name"] is not None and dist["name"] != env.SUITE_DISTRIBUTION:
+        method["package"] = f"{dist['name']}=={dist['version']}"
+    return {**config, "method": method}
+
+
+def task_provenance(name: str) -> dict:
+    """For a task from outside the suite (an installed family's, tasks.ENTRY_POINTS): its load
+    function and where its code came from, as a method's; nothing for the suite's own tasks."""
+    target = tasks.LOADERS.get(name, "") if name in tasks.available() else ""
+    module = target.partition(":")[0]
+    if not module or module.split(".")[0] == "tasks":
+        return {}
+    return {"loader": target, "distribution": env.module_distribution(module)}
 
 
 def missing_capabilities(mode: str, method_class: type[methods.AttentionMethod]) -> str | None:
@@ -104,7 +121,7 @@ def run_checked(config: Mapping, resume: bool = True) -> tuple[Path, Outcome]:
     module = modes.get(mode).job_module()
     method_class = methods.get(config["method"]["name"])  # unknown method (the registry's own message): before any work
     not_applicable = missing_capabilities(mode, method_class)  # a half-done capability: refused here
-    config = with_method_version(config, method_class.version)
+    config = with_method_version(config, method_class)
     device = resolve_device(config["device"])
     config_hash = records.config_hash(config, device.type)
     if resume and not config.get("force", False):
@@ -151,7 +168,7 @@ def run_checked(config: Mapping, resume: bool = True) -> tuple[Path, Outcome]:
                     "import_path": qualified(method_class), "distribution": env.distribution_of(method_class),
                     "time_in_length": method_class.time_in_length,
                     "capabilities": sorted(method_class.capabilities())},
-            task=result.task,
+            task={**result.task, **task_provenance(config["task"]["name"])},
             metrics=result.outcome.metrics,
             env=env.capture(device, config["seed"]),
             status=result.outcome.status,

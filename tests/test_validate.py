@@ -314,7 +314,8 @@ def test_a_run_of_this_suite_writes_the_provenance_a_submission_needs(make_confi
     # The suite's own method: its distribution is the suite, its commit the suite's checkout's.
     assert record["method"]["distribution"] == {"name": "attention-suite", "version": env.suite_version(), "url": None,
                                                 "commit": record["env"]["git_commit"],
-                                                "dirty": record["env"]["git_dirty"]}
+                                                "dirty": record["env"]["git_dirty"],
+                                                "source": "local"}  # an editable install of this checkout
     assert record["method"]["import_path"] == "methods.favor.module:FavorAttention"
     results = Path(config["results_dir"])
     assert run_validate(capsys, str(results)) == (0, [])

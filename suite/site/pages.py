@@ -329,5 +329,6 @@ def run_page(env: jinja2.Environment, run: Run, **page: Any) -> str:
     if run.tier != "verified":
         summary.update({"submission": run.origin, **{f"submission {k}": v for k, v in run.submission.items()}})
     return render(env, "run.html", run=run, summary=summary, commit=env_block.git_commit,
-                  dirty=bool(env_block.git_dirty), command=reproduce_command(run), install=install_lines(run),
+                  version=env_block.suite_version, dirty=bool(env_block.git_dirty), command=reproduce_command(run),
+                  install=install_lines(run),
                   outside=outside_method(run), known=declared_metrics(), **page)
