@@ -73,6 +73,14 @@ def with_method_version(config: Mapping, method_class: type[methods.AttentionMet
     return {**config, "method": method}
 
 
+def record_task(module, config: Mapping) -> str:
+    """The task a record of this mode is filed under, whatever its status, so that one mode's
+    records lie in one place: the mode's own (``record_task`` of its job module: decode, kernel,
+    fidelity), else the command's task."""
+    own = getattr(module, "record_task", None)
+    return own(config) if own is not None else config["task"]["name"]
+
+
 def task_provenance(name: str) -> dict:
     """For a task from outside the suite (an installed family's, tasks.ENTRY_POINTS): its load
     function and where its code came from, as a method's; nothing for the suite's own tasks."""
@@ -127,7 +135,9 @@ def run_checked(config: Mapping, resume: bool = True) -> tuple[Path, Outcome]:
     if resume and not config.get("force", False):
         done = find_finished(config["results_dir"], config_hash)
         if done is not None:
-            print(f"skipped: an ok record of this run already exists: {done} (force=true reruns it)")
+            what = record_store.read_record(done)["status"]  # ok, or not_applicable: say which
+            print(f"skipped: {'an ok' if what == 'ok' else f'a {what}'} record of this run already exists: {done} "
+                  "(force=true reruns it)")
             return done, Outcome(status="skipped")
     if "data_dir" in config:  # read by the modes that load a task
         records.check_folder("data_dir", config["data_dir"])
@@ -142,7 +152,7 @@ def run_checked(config: Mapping, resume: bool = True) -> tuple[Path, Outcome]:
     with sigterm_as_interrupt(), logger.opened(config, run_id) as log:
         try:
             if not_applicable:
-                result = JobResult(kind=mode, task={"name": config["task"]["name"]},
+                result = JobResult(kind=mode, task={"name": record_task(module, config)},
                                    outcome=Outcome(status="not_applicable", error=not_applicable))
             else:
                 with cpu_threads(config.get("cpu_threads"), device):
@@ -154,7 +164,7 @@ def run_checked(config: Mapping, resume: bool = True) -> tuple[Path, Outcome]:
         except Exception as exc:  # recorded, so the sweep goes on; the traceback goes to stderr
             traceback.print_exc(file=sys.stderr)
             status = "oom" if is_out_of_memory(exc) else "error"
-            result = JobResult(kind=mode, task={"name": config["task"]["name"]},
+            result = JobResult(kind=mode, task={"name": record_task(module, config)},
                                outcome=Outcome(status=status, error=f"{type(exc).__name__}: {exc}"))
         result.outcome.metrics["wall_time_s"] = time.perf_counter() - started
 

@@ -136,13 +136,16 @@ def test_decode_of_a_method_without_a_recurrent_form_is_not_applicable(make_conf
     path, outcome = run(config)
     record = record_store.read_record(path)
     assert outcome.status == record["status"] == "not_applicable" and record["kind"] == "decode"
+    assert path.parts[-4:-1] == ("decode", "decode", name)  # where the mode's ok records lie too (issue 46)
     reason = ("mode=decode needs what method 'stateless_softmax' does not implement: "
               "recurrent (init_state, prefill_state, step, state_bytes)")
     assert record["error"] == reason
     assert f"stateless_softmax, mode=decode: not applicable: {reason}" in capsys.readouterr().out
     assert validate.main([str(path)]) == 0
+    capsys.readouterr()
     again, outcome = run(config)  # resuming: the answer is known, nothing runs and nothing is written
     assert (again, outcome.status) == (path, "skipped")
+    assert capsys.readouterr().out.startswith(f"skipped: a not_applicable record of this run already exists: {path} ")
     assert len(list(Path(config["results_dir"]).rglob("*.json"))) == 1
 
 
