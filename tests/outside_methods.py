@@ -18,7 +18,7 @@ import math
 
 import torch
 
-from methods import AttentionMethod, FeatureMapAttention
+from methods import AttentionMethod, FeatureMap, FeatureMapAttention
 
 STATELESS = "tests.outside_methods:StatelessSoftmax"
 BROKEN = "tests.outside_methods:BrokenAttention"
@@ -100,23 +100,11 @@ class LeakyAttention(AttentionMethod):
         return 2 * torch.einsum("bhnd,bhmd->bhnm", q.double(), k.double()) / math.sqrt(q.shape[-1])
 
 
-class ReluMap:
-    """phi(x) = relu(x) in the block form the chunked core reads (methods/_featuremap/maps.py)."""
+class ReluMap(FeatureMap):
+    """phi(x) = relu(x); the public base gives its block forms (forward, backward) from ``full``."""
 
-    identity = False
-
-    def __init__(self, dim: int) -> None:
-        self.num_features = dim
-
-    @staticmethod
-    def full(x: torch.Tensor) -> torch.Tensor:
+    def full(self, x: torch.Tensor) -> torch.Tensor:
         return torch.relu(x.float())
-
-    def forward(self, x: torch.Tensor, out: torch.Tensor) -> None:
-        torch.clamp(x.float(), min=0.0, out=out)
-
-    def backward(self, x, phi, grad_phi, out) -> None:
-        out.copy_(grad_phi * (x > 0))
 
 
 class ReluAttention(FeatureMapAttention):
@@ -131,7 +119,7 @@ class ReluAttention(FeatureMapAttention):
 
     def feature_map(self, x, kind):
         self.check_kind(kind)
-        return ReluMap.full(x)
+        return ReluMap(self.head_dim).full(x)
 
     def chunk_maps(self, q, k):
         relu = ReluMap(self.head_dim)

@@ -123,6 +123,22 @@ def test_the_console_command_refuses_a_typo_with_the_valid_choices(installed, tm
     assert done.stderr.strip().splitlines()[-1].startswith("error: unknown method 'favour'; did you mean 'favor'?")
 
 
+def test_the_console_command_checks_the_readme_s_method_from_the_current_folder(installed, tmp_path):
+    """The README's SigmoidAttention in my_pkg/attn.py of the folder the console command runs in:
+    found there as `python -m suite` finds it (issue 46), and it passes the whole contract kit."""
+    from tests.test_outside import readme_snippet
+
+    (tmp_path / "my_pkg").mkdir()
+    (tmp_path / "my_pkg" / "__init__.py").write_text("")
+    (tmp_path / "my_pkg" / "attn.py").write_text(readme_snippet("# my_pkg/attn.py"))
+    done = subprocess.run([str(installed / "bin" / "attention-suite"), "check-method", "my_pkg.attn:SigmoidAttention"],
+                          cwd=tmp_path, env=clean_env(installed, tmp_path), capture_output=True, text=True,
+                          timeout=900)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert done.stderr.strip().splitlines()[-1].startswith("check-method sigmoid_fm (capabilities: flops, recurrent, "
+                                                           "weights): all ")
+
+
 PYPROJECT = """[build-system]
 requires = ["setuptools>=61"]
 build-backend = "setuptools.build_meta"
