@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from suite import record_store, records
+from suite import submission as packages
 
 MAX_RECORD_BYTES = 2 * 2**20  # the largest committed record (a kernel sweep) is about 330 kB
 MARKUP = re.compile(r"<\s*/?\s*[A-Za-z!?]")  # the start of an HTML tag, comment or declaration
@@ -410,6 +411,8 @@ def check_folder(root: Path, submission: bool) -> tuple[int, list[Problem]]:
         if item is not None:
             checked.append(item)
     problems += duplicate_problems(checked) + cell_problems(checked) + pinned_problems(root, checked)
+    if submission and root.is_dir():  # the packages its outside methods and tasks need (suite/submission.py)
+        problems += [Problem(*found) for found in packages.problems(root, [(c.path, c.record) for c in checked])]
     return len(paths), problems
 
 
