@@ -300,3 +300,73 @@ def test_an_outside_package_joins_the_command_line_the_contract_the_board_and_th
     [repeated] = [json.loads(p.read_text()) for p in again.rglob("*.json")]
     assert repeated["config_hash"] == trained["sigmoid_fm"]["config_hash"]
     assert repeated["metrics"]["test_accuracy"] == trained["sigmoid_fm"]["metrics"]["test_accuracy"]
+
+
+@pytest.mark.slow
+def test_the_example_package_goes_from_a_wheel_to_a_validated_submission(wheel, tmp_path, data_dir):
+    """Issue 46, the outside contributor's path end to end: the suite's wheel and examples/my-attn,
+    each built and installed in a fresh venv (my-attn by name from a local package index, as from
+    PyPI); both its methods pass check-method, train at the smoke budget and decode (not applicable
+    to the top-k one); the records, with a submission.json that declares my-attn==0.3.1, go through
+    what the submissions workflow runs: install the declared packages into a second fresh venv,
+    rerun check-method and a smoke run of each method, validate --submission."""
+    index = tmp_path / "index"
+    source = tmp_path / "my-attn"
+    shutil.copytree(REPO / "examples" / "my-attn", source, ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
+    built = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w",
+                            str(index), str(source)], capture_output=True, text=True, timeout=300)
+    assert built.returncode == 0, built.stderr[-3000:]
+
+    def fresh(name: str) -> tuple[Path, dict]:
+        environment = install_wheel(wheel, tmp_path / name)
+        env = {**clean_env(environment, tmp_path), "SUITE_DATA_DIR": str(data_dir), "PIP_NO_INDEX": "1",
+               "PIP_FIND_LINKS": str(index)}
+        return environment, env
+
+    def pip_install(environment: Path, spec: str) -> None:  # by name from the local index: no direct URL
+        done = subprocess.run([sys.executable, "-m", "pip", "--python", str(environment / "bin" / "python"), "install",
+                               "--no-deps", "--no-index", "--find-links", str(index), "-q", spec],
+                              capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stderr[-3000:]
+
+    contributor, env = fresh("contributor-venv")
+    pip_install(contributor, "my-attn==0.3.1")
+    work, submission = tmp_path / "work", tmp_path / "submissions" / "me-cpu"
+    work.mkdir()
+
+    def suite(environment: Path, env: dict, *args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([str(environment / "bin" / "attention-suite"), *args], cwd=work, env=env,
+                              capture_output=True, text=True, timeout=900)
+
+    for name in ("relu_fm", "topk_softmax"):
+        checked = suite(contributor, env, "check-method", name)
+        assert checked.returncode == 0, (name, checked.stdout[-3000:], checked.stderr[-3000:])
+        assert f"check-method {name} " in checked.stderr and "checks passed" in checked.stderr
+        for mode in ("train", "decode"):
+            ran = suite(contributor, env, f"method={name}", "task=mqar", "budget=smoke", f"mode={mode}",
+                        f"results_dir={submission}")
+            assert ran.returncode == 0, (name, mode, ran.stderr[-3000:])
+    found = [json.loads(p.read_text()) for p in submission.rglob("*.json")]
+    assert sorted((r["kind"], r["method"]["name"], r["status"]) for r in found) == [
+        ("decode", "relu_fm", "ok"), ("decode", "topk_softmax", "not_applicable"),
+        ("train", "relu_fm", "ok"), ("train", "topk_softmax", "ok")]
+    for record in found:
+        assert record["method"]["distribution"] == {"name": "my-attn", "version": "0.3.1", "url": None,
+                                                    "commit": None, "dirty": None, "source": "index"}
+        assert record["config"]["method"]["package"] == "my-attn==0.3.1"
+        assert (record["env"]["git_commit"], record["env"]["suite_version"]) == (None, "0.1.0")
+    (submission / "submission.json").write_text(json.dumps({"submitter": "a contributor", "added": "2026-12-06",
+                                                            "packages": ["my-attn==0.3.1"]}))
+
+    # CI, in a venv of its own: the declared packages, the reruns, then validate.
+    ci, ci_env = fresh("ci-venv")
+    python = str(ci / "bin" / "python")
+    installed = subprocess.run([python, "-m", "suite.submission", "install", str(submission)], cwd=work, env=ci_env,
+                               capture_output=True, text=True, timeout=600)
+    assert installed.returncode == 0, installed.stdout[-3000:] + installed.stderr[-3000:]
+    rerun = subprocess.run([python, "-m", "suite.submission", "rerun", str(submission), "--results",
+                            str(tmp_path / "rerun")], cwd=work, env=ci_env, capture_output=True, text=True, timeout=900)
+    assert rerun.returncode == 0, rerun.stderr[-3000:]
+    assert sorted(p.parent.name for p in (tmp_path / "rerun").rglob("*.json")) == ["relu_fm", "topk_softmax"]
+    checked = suite(ci, ci_env, "validate", "--submission", str(submission))
+    assert checked.returncode == 0, checked.stdout[-3000:]
