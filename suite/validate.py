@@ -292,6 +292,8 @@ def declared_problems(path: Path, record: dict) -> list[Problem]:
             for i, point in enumerate(record["metrics"].get("points") or []):
                 if point.get("source") != "method" or point.get("status") == "skipped" and "fwd_flops" not in point:
                     continue
+                if point.get("fwd_flops") is None and "flops" not in record["method"].get("capabilities", ["flops"]):
+                    continue  # a method that declares no FLOPs is timed without them
                 for key, recomputed in kernel_flops(record, point).items():
                     if key in point and not close(point[key], recomputed):
                         found.append(Problem(path, f"metrics.points[{i}].{key}", f"{point[key]} does not recompute "

@@ -10,6 +10,7 @@ check-method`` take them.
   naive definition, a step that is not the causal form, a state and FLOPs declared wrong.
 - ``LeakyAttention``: a naive-only method whose definition itself is wrong (the naive checks).
 - ``ReluAttention``: a ReLU feature map, naive and chunked, whose one-token gradients are rounding.
+- ``UncountedSoftmax``: exact attention that declares no FLOPs (the kernel mode times it all the same).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ STATELESS = "tests.outside_methods:StatelessSoftmax"
 BROKEN = "tests.outside_methods:BrokenAttention"
 LEAKY = "tests.outside_methods:LeakyAttention"
 RELU = "tests.outside_methods:ReluAttention"
+UNCOUNTED = "tests.outside_methods:UncountedSoftmax"
 
 
 def softmax_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, scale: float) -> torch.Tensor:
@@ -124,3 +126,16 @@ class ReluAttention(FeatureMapAttention):
     def chunk_maps(self, q, k):
         relu = ReluMap(self.head_dim)
         return q, k, relu, relu
+
+
+class UncountedSoftmax(AttentionMethod):
+    """Exact attention that declares no FLOPs (nor a recurrent form): the kernel mode times it and
+    leaves its FLOP rates empty."""
+
+    name = "uncounted_softmax"
+    impls = ("naive",)
+    cpu_default = "naive"
+    time_in_length = "N^2"
+
+    def _forward_naive(self, q, k, v, causal):
+        return softmax_attention(q, k, v, causal, 1 / math.sqrt(q.shape[-1]))
