@@ -146,10 +146,14 @@ def problems(root: Path, records: list[tuple[Path, dict]]) -> list[tuple[Path, s
 # -- CI: install the declared packages, then rerun what the records claim -----------------------------
 
 def read_packages(folder: Path) -> tuple[list[Package], list[str]]:
-    data = json.loads((folder / "submission.json").read_text()) if (folder / "submission.json").is_file() else {}
+    """The packages a submission folder declares, and a line per problem (validate says the rest)."""
+    path = folder / "submission.json"
+    try:
+        data = json.loads(path.read_text()) if path.is_file() else {}
+    except (OSError, ValueError) as exc:
+        return [], [f"{path}: file: not readable JSON ({exc}); expected a JSON object"]
     packages, found = parse_packages(data if isinstance(data, dict) else {})
-    return packages, [f"{folder / 'submission.json'}: {field}: {what}; expected {expected}"
-                      for field, what, expected in found]
+    return packages, [f"{path}: {field}: {what}; expected {expected}" for field, what, expected in found]
 
 
 def install(folder: Path) -> int:

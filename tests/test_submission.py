@@ -151,6 +151,18 @@ def test_a_package_that_does_not_exist_is_one_line_naming_it(tmp_path):
     assert line.endswith("; expected a release on the package index or a git URL at a commit that exists")
 
 
+def test_the_install_step_installs_nothing_of_a_declaration_that_is_not_exact(tmp_path):
+    folder = tmp_path / "sub"
+    folder.mkdir()
+    (folder / "submission.json").write_text(json.dumps({"submitter": "a", "added": "2026-12-06",
+                                                        "packages": ["my-attn==0.3.1", "git+https://x.org/a.git"]}))
+    done = subprocess.run([sys.executable, "-m", "suite.submission", "install", str(folder)], capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 1 and "installed" not in done.stderr
+    assert done.stdout == (f"{folder / 'submission.json'}: packages[1]: 'git+https://x.org/a.git' is a git URL not "
+                           "pinned to a commit; expected git+https://...@<40-hex commit>\n")
+
+
 def test_the_workflow_that_runs_submitted_code_has_no_secrets_and_a_read_only_token():
     text = (REPO / ".github" / "workflows" / "submissions.yml").read_text()
     workflow = yaml.safe_load(text)
