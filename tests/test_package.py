@@ -220,8 +220,7 @@ def reproduce_command(page: str) -> list[str]:
 
 
 @pytest.mark.slow
-def test_an_outside_package_joins_the_command_line_the_contract_the_board_and_the_site(installed, tmp_path,
-                                                                                       data_dir):
+def test_an_outside_package_joins_the_command_line_the_contract_the_board_and_the_site(wheel, tmp_path, data_dir):
     """Issue 35's must-show: a package of one's own (a sigmoid feature map on the public base, and a
     method with no recurrent form), built and installed beside the suite's wheel; with no file of the
     project edited, its methods train from the command line, pass ``check-method``, join a board
@@ -232,6 +231,8 @@ def test_an_outside_package_joins_the_command_line_the_contract_the_board_and_th
 
     from tests.test_outside import SIGMOID
 
+    # a venv of its own: the module's shared one may hold another package's sigmoid_fm already
+    installed = install_wheel(wheel, tmp_path / "venv")
     stateless = (REPO / "tests" / "outside_methods.py").read_text()  # imports only methods
     install_outside(installed, tmp_path, "outside-attention", "0.2.0", "outpkg",
                     {"attn.py": SIGMOID, "stateless.py": stateless},
