@@ -5,7 +5,8 @@ Each sub-package ``methods/<name>/`` registers one method class (a subclass of
 underscore hold shared machinery and register nothing. Adding a method touches nothing here.
 
 A method from outside the repository builds on the public bases exported here
-(``from methods import AttentionMethod, FeatureMapAttention``) and is either named by its import
+(``from methods import AttentionMethod, FeatureMapAttention``, and ``FeatureMap`` for the block form
+of a feature map that the chunked path reads) and is either named by its import
 path, ``my_pkg.attn:MyAttention`` (:func:`resolve`), or declared by its installed distribution in
 the entry-point group ``attention_suite.methods`` (``name = "my_pkg.attn:MyAttention"``, or a module
 that registers its methods when imported): then it is among :func:`available` like a built-in one.
@@ -18,6 +19,7 @@ import importlib.metadata
 import pkgutil
 import types
 
+from methods._featuremap.maps import FeatureMap
 from methods._featuremap.module import FeatureMapAttention
 from methods.base import AttentionMethod, MethodError
 from methods.registry import REGISTRY, register
@@ -104,5 +106,5 @@ def build(name: str, head_dim: int, impl: str = "auto", **options) -> AttentionM
     return get(name)(head_dim=head_dim, impl=impl, **options)
 
 
-__all__ = ["REFERENCE", "AttentionMethod", "FeatureMapAttention", "MethodError", "available", "build", "get",
-           "register", "resolve"]
+__all__ = ["REFERENCE", "AttentionMethod", "FeatureMap", "FeatureMapAttention", "MethodError", "available", "build",
+           "get", "register", "resolve"]

@@ -290,6 +290,11 @@ def main() -> None:
     from suite.errors import USER_ERRORS
 
     argv = sys.argv[1:]
+    # `python -m suite` puts the current folder on the path, the console command its bin folder: a
+    # module of the current folder (method=my_pkg.attn:MyAttention) is found either way. Appended,
+    # so that a folder holding a checkout's methods/ or suite/ cannot shadow the installed ones.
+    if os.getcwd() not in sys.path:
+        sys.path.append(os.getcwd())
     if argv[:1] == ["board"]:  # `attention-suite board cpu`: a board file's multiruns (suite/board.py)
         from suite.board import main as board
 

@@ -163,6 +163,7 @@ class Method(TypedDict):
     impl: Name  # the method checks it against its implementations
     options: Annotated[dict[str, Any], rule("be a mapping of the method's options")]
     version: NotRequired[Count]  # the method's code version, written in by run() (a record's config has it)
+    package: NotRequired[str]  # an outside method's distribution, name==version, written in by run()
 
 
 @with_config(OPEN)

@@ -7,6 +7,7 @@ no API key, token or user name can leak through it.
 from __future__ import annotations
 
 import importlib.metadata
+import importlib.util
 import json
 import platform
 import subprocess
@@ -18,6 +19,7 @@ from urllib.parse import unquote, urlparse
 import torch
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
+SUITE_DISTRIBUTION = "attention-suite"
 
 
 def _git(*args: str, cwd: Path = REPO_ROOT) -> str | None:
@@ -30,14 +32,52 @@ def _git(*args: str, cwd: Path = REPO_ROOT) -> str | None:
     return out.stdout.strip()
 
 
-def git_state(folder: Path = REPO_ROOT) -> tuple[str | None, bool | None]:
-    """(commit, dirty) of the checkout holding ``folder`` (the suite's own by default); (None, None)
-    outside a git checkout."""
+def git_state(folder: Path = REPO_ROOT, tracking: Path | None = None) -> tuple[str | None, bool | None]:
+    """(commit, dirty) of the checkout holding ``folder``; (None, None) outside a git checkout, or
+    when that checkout does not track ``tracking`` (a file of the code in question): a repository
+    that merely contains the folder, a virtual environment inside a user's project, says nothing
+    about where the code came from."""
     commit = _git("rev-parse", "HEAD", cwd=folder)
     if commit is None:
         return None, None
+    if tracking is not None and _git("ls-files", "--error-unmatch", str(tracking), cwd=folder) is None:
+        return None, None
     status = _git("status", "--porcelain", "--untracked-files=no", cwd=folder)
     return commit, bool(status)
+
+
+def suite_distribution() -> importlib.metadata.Distribution | None:
+    """The installed attention-suite distribution whose code this is: a copy of this very module
+    (a wheel), or an editable install of this checkout; None when run from a tree that is not
+    installed, or beside an attention-suite installed from elsewhere."""
+    try:
+        dist = importlib.metadata.distribution(SUITE_DISTRIBUTION)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+    direct = json.loads(dist.read_text("direct_url.json") or "{}")
+    url = urlparse(direct.get("url", ""))
+    editable = (direct.get("dir_info") or {}).get("editable") and url.scheme == "file"
+    if editable and Path(unquote(url.path)).resolve() == REPO_ROOT:
+        return dist
+    return dist if Path(dist.locate_file("suite/env.py")).resolve() == Path(__file__).resolve() else None
+
+
+def suite_git_state() -> tuple[str | None, bool | None]:
+    """(commit, dirty) of the suite's own code, right or absent: the checkout whose top level holds
+    this package and tracks it (a clone, an editable install), else the commit pip installed it
+    from (a git URL: direct_url.json's vcs_info; clean by construction), else (None, None): a wheel
+    or an index release, known by its version alone. Never a repository that merely contains the
+    environment the suite is installed in."""
+    top = _git("rev-parse", "--show-toplevel")
+    if top is not None and Path(top).resolve() == REPO_ROOT:
+        found = git_state(REPO_ROOT, tracking=Path(__file__).resolve())
+        if found[0] is not None:
+            return found
+    dist = suite_distribution()
+    vcs = json.loads((dist.read_text("direct_url.json") if dist else None) or "{}").get("vcs_info") or {}
+    if vcs.get("vcs") == "git" and vcs.get("commit_id"):
+        return vcs["commit_id"], False
+    return None, None
 
 
 def cpu_model() -> str:
@@ -77,41 +117,61 @@ def library_version(module: str) -> str | None:
 
 
 def suite_version() -> str | None:
-    """The installed attention-suite's version (None when run from a tree that is not installed)."""
-    try:
-        return importlib.metadata.version("attention-suite")
-    except importlib.metadata.PackageNotFoundError:
-        return None
+    """This suite's version, from its distribution's metadata (None when run from a tree that is
+    not installed)."""
+    dist = suite_distribution()
+    return dist.version if dist else None
 
 
 def distribution_of(cls: type) -> dict:
-    """Where the code of ``cls`` (a method's class) came from, so that a record names a method from
-    a package other than this suite: the installed distribution that ships its module (name and
-    version; None outside any), and the commit of its code: the one pip installed from a VCS URL
-    (``url``; direct_url.json's vcs_info), else that of the git checkout the module was imported
-    from (an editable install, a folder on the path; ``dirty``: with uncommitted changes), else that
-    of the local folder an installed copy was built from."""
-    found: dict = {"name": None, "version": None, "url": None, "commit": None, "dirty": None}
-    names = importlib.metadata.packages_distributions().get(cls.__module__.split(".")[0], [])
+    """Where the code of ``cls`` (a method's class) came from: ``module_distribution`` of its module."""
+    return module_distribution(cls.__module__)
+
+
+def module_distribution(module: str) -> dict:
+    """Where the code of ``module`` (a method's or a task family's) came from, so that a record
+    names code from a package other than this suite: the installed distribution that ships it
+    (name and version; None outside any); how it was installed (``source``: "index" with no
+    direct URL, "git" from a VCS URL, "local" from a folder or a file on this machine, "url" from an
+    archive's address; None outside any distribution); and the commit of its code: the one pip
+    installed from a VCS URL (``url``; direct_url.json's vcs_info), else that of the git checkout
+    the module was imported from (an editable install, a folder on the path; ``dirty``: with
+    uncommitted changes), else that of the local folder an installed copy was built from; a
+    commit only where that checkout tracks the code."""
+    found: dict = {"name": None, "version": None, "url": None, "commit": None, "dirty": None, "source": None}
+    names = importlib.metadata.packages_distributions().get(module.split(".")[0], [])
     dist = importlib.metadata.distribution(names[0]) if names else None
     direct = json.loads((dist.read_text("direct_url.json") if dist else None) or "{}")
+    url = urlparse(direct.get("url", ""))
     if dist is not None:
-        found.update(name=dist.metadata["Name"], version=dist.version)
+        # no direct URL: an index's, unless its metadata lies outside site-packages (a source tree's egg-info)
+        indexed = installed_copy(Path(dist.locate_file("")).resolve())
+        found.update(name=dist.metadata["Name"], version=dist.version,
+                     source=("index" if indexed else "local") if not direct else
+                     "local" if url.scheme == "file" else "url")
     vcs = direct.get("vcs_info") or {}
     if vcs.get("vcs") == "git" and vcs.get("commit_id"):
-        return {**found, "url": direct.get("url"), "commit": vcs["commit_id"]}
-    source = module_folder(cls)
+        return {**found, "url": direct.get("url"), "commit": vcs["commit_id"], "source": "git"}
+    if found["source"] == "url":
+        found["url"] = direct.get("url")
+    source = module_folder(module)
     if source is None or installed_copy(source):  # an installed copy: its source folder, if local
-        url = urlparse(direct.get("url", ""))
         source = Path(unquote(url.path)) if "dir_info" in direct and url.scheme == "file" else None
     if source is not None and source.is_dir():
-        found["commit"], found["dirty"] = git_state(source)
+        # only a checkout that tracks the code names its commit, not one that merely holds the folder
+        found["commit"], found["dirty"] = git_state(source, tracking=source)
     return found
 
 
-def module_folder(cls: type) -> Path | None:
-    """The folder of the file that defines ``cls`` (None for a class without one)."""
-    file = getattr(sys.modules.get(cls.__module__), "__file__", None)
+def module_folder(module: str) -> Path | None:
+    """The folder of the file that defines ``module`` (None for a module without one)."""
+    file = getattr(sys.modules.get(module), "__file__", None)
+    if file is None:
+        try:
+            spec = importlib.util.find_spec(module)
+        except (ImportError, ValueError):
+            spec = None
+        file = spec.origin if spec is not None and spec.has_location else None
     return Path(file).resolve().parent if file else None
 
 
@@ -142,7 +202,7 @@ def hardware(device: torch.device) -> dict:
 
 def capture(device: torch.device, seed: int) -> dict:
     """The ``env`` block of a record (DESIGN.md: device, versions, commit, CPU, seed, hardware)."""
-    commit, dirty = git_state()
+    commit, dirty = suite_git_state()
     on_cuda = device.type == "cuda"
     return {
         "device": device.type,

@@ -21,6 +21,7 @@ from pathlib import Path
 import torch
 
 import methods
+import tasks
 from methods.base import CAPABILITIES
 from methods.registry import qualified
 from suite import checkpoint, env, logger, modes, record_store, records
@@ -60,10 +61,34 @@ def find_finished(results_dir: str | Path, config_hash: str) -> Path | None:
     return found
 
 
-def with_method_version(config: Mapping, version: int) -> dict:
-    """``config`` with ``method.version``, the method's code version: part of what defines a run
-    (records.NEUTRAL_VALUES: version 1 hashes as a config without it)."""
-    return {**config, "method": {**config["method"], "version": version}}
+def with_method_version(config: Mapping, method_class: type[methods.AttentionMethod]) -> dict:
+    """``config`` with ``method.version``, the method's code version, and for a method from outside
+    the suite ``method.package``, its distribution's name==version: both part of what defines a
+    run, so that a new release of the package reruns (records.NEUTRAL_VALUES: version 1 hashes as a
+    config without it; the suite's own methods have no package, so their hashes are unchanged)."""
+    method = {**config["method"], "version": method_class.version}
+    dist = env.distribution_of(method_class)
+    if dist["name"] is not None and dist["name"] != env.SUITE_DISTRIBUTION:
+        method["package"] = f"{dist['name']}=={dist['version']}"
+    return {**config, "method": method}
+
+
+def record_task(module, config: Mapping) -> str:
+    """The task a record of this mode is filed under, whatever its status, so that one mode's
+    records lie in one place: the mode's own (``record_task`` of its job module: decode, kernel,
+    fidelity), else the command's task."""
+    own = getattr(module, "record_task", None)
+    return own(config) if own is not None else config["task"]["name"]
+
+
+def task_provenance(name: str) -> dict:
+    """For a task from outside the suite (an installed family's, tasks.ENTRY_POINTS): its load
+    function and where its code came from, as a method's; nothing for the suite's own tasks."""
+    target = tasks.LOADERS.get(name, "") if name in tasks.available() else ""
+    module = target.partition(":")[0]
+    if not module or module.split(".")[0] == "tasks":
+        return {}
+    return {"loader": target, "distribution": env.module_distribution(module)}
 
 
 def missing_capabilities(mode: str, method_class: type[methods.AttentionMethod]) -> str | None:
@@ -104,13 +129,15 @@ def run_checked(config: Mapping, resume: bool = True) -> tuple[Path, Outcome]:
     module = modes.get(mode).job_module()
     method_class = methods.get(config["method"]["name"])  # unknown method (the registry's own message): before any work
     not_applicable = missing_capabilities(mode, method_class)  # a half-done capability: refused here
-    config = with_method_version(config, method_class.version)
+    config = with_method_version(config, method_class)
     device = resolve_device(config["device"])
     config_hash = records.config_hash(config, device.type)
     if resume and not config.get("force", False):
         done = find_finished(config["results_dir"], config_hash)
         if done is not None:
-            print(f"skipped: an ok record of this run already exists: {done} (force=true reruns it)")
+            what = record_store.read_record(done)["status"]  # ok, or not_applicable: say which
+            print(f"skipped: {'an ok' if what == 'ok' else f'a {what}'} record of this run already exists: {done} "
+                  "(force=true reruns it)")
             return done, Outcome(status="skipped")
     if "data_dir" in config:  # read by the modes that load a task
         records.check_folder("data_dir", config["data_dir"])
@@ -125,7 +152,7 @@ def run_checked(config: Mapping, resume: bool = True) -> tuple[Path, Outcome]:
     with sigterm_as_interrupt(), logger.opened(config, run_id) as log:
         try:
             if not_applicable:
-                result = JobResult(kind=mode, task={"name": config["task"]["name"]},
+                result = JobResult(kind=mode, task={"name": record_task(module, config)},
                                    outcome=Outcome(status="not_applicable", error=not_applicable))
             else:
                 with cpu_threads(config.get("cpu_threads"), device):
@@ -137,7 +164,7 @@ def run_checked(config: Mapping, resume: bool = True) -> tuple[Path, Outcome]:
         except Exception as exc:  # recorded, so the sweep goes on; the traceback goes to stderr
             traceback.print_exc(file=sys.stderr)
             status = "oom" if is_out_of_memory(exc) else "error"
-            result = JobResult(kind=mode, task={"name": config["task"]["name"]},
+            result = JobResult(kind=mode, task={"name": record_task(module, config)},
                                outcome=Outcome(status=status, error=f"{type(exc).__name__}: {exc}"))
         result.outcome.metrics["wall_time_s"] = time.perf_counter() - started
 
@@ -151,7 +178,7 @@ def run_checked(config: Mapping, resume: bool = True) -> tuple[Path, Outcome]:
                     "import_path": qualified(method_class), "distribution": env.distribution_of(method_class),
                     "time_in_length": method_class.time_in_length,
                     "capabilities": sorted(method_class.capabilities())},
-            task=result.task,
+            task={**result.task, **task_provenance(config["task"]["name"])},
             metrics=result.outcome.metrics,
             env=env.capture(device, config["seed"]),
             status=result.outcome.status,

@@ -81,6 +81,9 @@ class Distribution(RecordObject):
     url: Optional[str] = Field(None, description="the VCS URL pip installed it from")
     commit: Optional[str] = Field(None, pattern=COMMIT, description="the commit of the method's code (hex)")
     dirty: Optional[bool] = Field(None, description="the checkout it was imported from had uncommitted changes")
+    source: Optional[Literal["index", "git", "local", "url"]] = Field(
+        None, description="how it was installed: from a package index, a git URL at a commit, a folder or file on "
+        "the machine that ran it (not reproducible elsewhere), or an archive's URL")
 
 
 class Method(RecordObject):
@@ -101,6 +104,10 @@ class Task(RecordObject):
     name: str
     seq_len: Optional[PositiveInt] = None
     num_kv_pairs: Optional[PositiveInt] = Field(None, description="recall tasks: key-value pairs per example")
+    loader: Optional[str] = Field(None, pattern=IMPORT_PATH, description="a task from outside the suite: its load "
+                                  "function as module:function")
+    distribution: Optional[Distribution] = Field(None, description="a task from outside the suite: the package "
+                                                 "that ships it")
 
 
 class Group(RecordObject):

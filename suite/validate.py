@@ -13,8 +13,9 @@ markup; that the config hash recomputes from the stored config; that the figures
 config and the method; and the provenance. Across the files under one PATH: duplicates, and that
 the runs of one board cell share one commit and differ only in the seed and the learning rate.
 
-Provenance: every record names the commit and whether the tree was clean, the device, torch and
-the method's code version. With ``--submission`` (the CI check of a pull request) it must also
+Provenance: every record names the commit and whether the tree was clean (or, installed from a
+wheel or an index, the suite's released version in their place), the device, torch and the
+method's code version. With ``--submission`` (the CI check of a pull request) it must also
 name the suite's version, the method's distribution and the hardware block (suite/env.py), and
 come from a clean tree; records written before those fields existed (the project's own results/)
 are checked without ``--submission``.
@@ -36,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from suite import board, record_store, records
+from suite import submission as packages
 
 MARKUP = re.compile(r"<\s*/?\s*[A-Za-z!?]")  # the start of an HTML tag, comment or declaration
 # A character that reorders the text around it on a page (a "Trojan Source" device name reads as another).
@@ -53,6 +55,9 @@ SUBMISSION_PROVENANCE = (
     (("env", "hardware", "device_memory_bytes"), "the device's memory"),
     (("env", "hardware", "torch"), "torch's version"),
 )
+GIT_PROVENANCE = (("env", "git_commit"), ("env", "git_dirty"))
+# A released version (PEP 440 without a dev or local part): what a wheel of the suite records in place of a commit.
+RELEASE = re.compile(r"\d+(\.\d+)*((a|b|rc)\d+)?(\.post\d+)?")
 # Present in a submission's hardware block even when null (null: not installed, or not on a GPU).
 SUBMISSION_HARDWARE_KEYS = ("driver", "cuda", "triton", "fla")
 CUDA_HARDWARE = ("driver", "cuda")  # must not be null on a GPU
@@ -211,6 +216,9 @@ def seed_problems(path: Path, record: dict) -> list[Problem]:
 
 def provenance_problems(path: Path, record: dict, submission: bool) -> list[Problem]:
     required = PROVENANCE + (SUBMISSION_PROVENANCE if submission else ())
+    if get(record, ("env", "git_commit")) is None and released(get(record, ("env", "suite_version"))):
+        # a wheel or an index release names its code by version; it has no checkout to be clean or not
+        required = tuple(item for item in required if item[0] not in GIT_PROVENANCE)
     found = [Problem(path, ".".join(at), "missing" if not has(record, at) else "null", what)
              for at, what in required if get(record, at) is None]
     commit = get(record, ("env", "git_commit"))
@@ -229,6 +237,11 @@ def provenance_problems(path: Path, record: dict, submission: bool) -> list[Prob
             found += [Problem(path, f"env.hardware.{key}", "null on a GPU", f"the {key} version")
                       for key in CUDA_HARDWARE if key in hardware and hardware[key] is None]
     return found
+
+
+def released(version: object) -> bool:
+    """Whether ``version`` names a release of the suite (0.1.0, 1.2rc1), not a development build."""
+    return isinstance(version, str) and RELEASE.fullmatch(version) is not None
 
 
 # -- what a method declares, recomputed ---------------------------------------------------------------
@@ -300,6 +313,8 @@ def declared_problems(path: Path, record: dict) -> list[Problem]:
             for i, point in enumerate(record["metrics"].get("points") or []):
                 if point.get("source") != "method" or point.get("status") == "skipped" and "fwd_flops" not in point:
                     continue
+                if point.get("fwd_flops") is None and "flops" not in record["method"].get("capabilities", ["flops"]):
+                    continue  # a method that declares no FLOPs is timed without them
                 for key, recomputed in kernel_flops(record, point).items():
                     if key in point and not close(point[key], recomputed):
                         found.append(Problem(path, f"metrics.points[{i}].{key}", f"{point[key]} does not recompute "
@@ -422,6 +437,8 @@ def check_folder(root: Path, submission: bool) -> tuple[int, list[Problem]]:
         if item is not None:
             checked.append(item)
     problems += duplicate_problems(checked) + cell_problems(checked) + pinned_problems(root, checked)
+    if submission and root.is_dir():  # the packages its outside methods and tasks need (suite/submission.py)
+        problems += [Problem(*found) for found in packages.problems(root, [(c.path, c.record) for c in checked])]
     return len(paths), problems
 
 

@@ -1,4 +1,4 @@
-"""Methods as an outside package would write them (only ``from methods import AttentionMethod``),
+"""Methods as an outside package would write them (importing only the public bases of ``methods``),
 registered by no module of the suite: the tests name them by import path
 (``tests.outside_methods:StatelessSoftmax``), as ``methods.resolve`` and ``attention-suite
 check-method`` take them.
@@ -8,6 +8,9 @@ check-method`` take them.
   fidelity and the state axis are not applicable to it.
 - ``BrokenAttention``: a method that fails the contract in each way it can: a path that is not its
   naive definition, a step that is not the causal form, a state and FLOPs declared wrong.
+- ``LeakyAttention``: a naive-only method whose definition itself is wrong (the naive checks).
+- ``ReluAttention``: a ReLU feature map, naive and chunked, whose one-token gradients are rounding.
+- ``UncountedSoftmax``: exact attention that declares no FLOPs (the kernel mode times it all the same).
 """
 
 from __future__ import annotations
@@ -16,10 +19,13 @@ import math
 
 import torch
 
-from methods import AttentionMethod
+from methods import AttentionMethod, FeatureMap, FeatureMapAttention
 
 STATELESS = "tests.outside_methods:StatelessSoftmax"
 BROKEN = "tests.outside_methods:BrokenAttention"
+LEAKY = "tests.outside_methods:LeakyAttention"
+RELU = "tests.outside_methods:ReluAttention"
+UNCOUNTED = "tests.outside_methods:UncountedSoftmax"
 
 
 def softmax_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, scale: float) -> torch.Tensor:
@@ -75,3 +81,61 @@ class BrokenAttention(AttentionMethod):
 
     def state_bytes(self, batch, heads, n, value_dim, dtype=torch.float32):
         return 0  # holds a value vector per head
+
+
+class LeakyAttention(AttentionMethod):
+    """A naive-only method whose definition is wrong in each way the naive checks see: it ignores
+    the causal mask, mixes the sequences of a batch, hides part of its output from autograd, and
+    declares weights that are not the ones it attends with."""
+
+    name = "leaky"
+    impls = ("naive",)
+    cpu_default = "naive"
+    time_in_length = "N^2"
+
+    def _forward_naive(self, q, k, v, causal):
+        out = softmax_attention(q, k, v, False, 1 / math.sqrt(q.shape[-1]))  # causal or not: no mask
+        out = out + 0.1 * v.mean(0, keepdim=True)  # every sequence reads the batch's mean value
+        return out + 0.1 * q.detach().square().sum(-1, keepdim=True)  # a term autograd does not see
+
+    def log_weights(self, q, k, positions=None):
+        return 2 * torch.einsum("bhnd,bhmd->bhnm", q.double(), k.double()) / math.sqrt(q.shape[-1])
+
+
+class ReluMap(FeatureMap):
+    """phi(x) = relu(x); the public base gives its block forms (forward, backward) from ``full``."""
+
+    def full(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.relu(x.float())
+
+
+class ReluAttention(FeatureMapAttention):
+    """A ReLU feature map, naive and chunked (issue 46's relu_fm): its features can be zero, so at
+    one token the denominator is small and the gradient of q is mostly float32 rounding."""
+
+    name = "relu_fm"
+
+    @property
+    def num_features(self):
+        return self.head_dim
+
+    def feature_map(self, x, kind):
+        self.check_kind(kind)
+        return ReluMap(self.head_dim).full(x)
+
+    def chunk_maps(self, q, k):
+        relu = ReluMap(self.head_dim)
+        return q, k, relu, relu
+
+
+class UncountedSoftmax(AttentionMethod):
+    """Exact attention that declares no FLOPs (nor a recurrent form): the kernel mode times it and
+    leaves its FLOP rates empty."""
+
+    name = "uncounted_softmax"
+    impls = ("naive",)
+    cpu_default = "naive"
+    time_in_length = "N^2"
+
+    def _forward_naive(self, q, k, v, causal):
+        return softmax_attention(q, k, v, causal, 1 / math.sqrt(q.shape[-1]))

@@ -74,6 +74,24 @@ def test_every_implementation_is_checked_here_but_the_cuda_only_ones(name):
                         if impl in contract.CUDA_ONLY and contract.DEVICE.type != "cuda"]
 
 
+# -- the naive definition on its own: float64 weights, finite differences, masking, the batch -------
+# loglinear's log_weights leave out the decay gates its naive path applies (found by this check, issue
+# 46, and left to an issue of its own): with decay its weights are not the ones it attends with.
+WEIGHTS_WITHOUT_DECAY = pytest.mark.xfail(strict=True, reason="loglinear.log_weights ignores the decay gates")
+
+
+def naive_cases() -> list:
+    return [pytest.param(check, id=check.id,
+                         marks=[WEIGHTS_WITHOUT_DECAY] if "decay=True" in check.method and "float64" in check.case
+                         else []) for name, options in VARIANTS for check in contract.naive_checks(methods.get(name),
+                                                                                                       options)]
+
+
+@pytest.mark.parametrize("check", naive_cases())
+def test_the_naive_definition_holds_on_its_own(check):
+    check.run()
+
+
 # -- the parallel form: every path against the naive definition --------------------------------------
 @pytest.mark.parametrize("check", contract_checks(contract.path_checks))
 def test_every_path_matches_the_naive_definition(check):

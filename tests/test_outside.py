@@ -132,16 +132,56 @@ def test_a_method_by_import_path_trains_and_its_record_names_its_code(outside, c
     method = record["method"]
     assert method["import_path"] == SPEC  # what method= takes
     # No distribution ships it and its folder is no git checkout: nothing more is known, and said so.
-    assert method["distribution"] == {"name": None, "version": None, "url": None, "commit": None, "dirty": None}
+    assert method["distribution"] == {"name": None, "version": None, "url": None, "commit": None, "dirty": None,
+                                      "source": None}
 
     [run] = load_runs(tmp_path / "results")[0]
     command = reproduce_command(run)
     assert f" method={SPEC} " in command
-    assert install_lines(run) == ["# sigpkg.attn ran from a folder on the Python path, not an installed package: "
+    assert install_lines(run)[1:] == ["# sigpkg.attn ran from a folder on the Python path, not an installed package: "
                                   "put it on PYTHONPATH"]
     config = composed([*shlex.split(command)[3:], f"results_dir={tmp_path}"])  # the stored spec composes again
     config = {**config, "method": {**config["method"], "version": 1}}
     assert records.config_hash(config, "cpu") == records.record_config_hash(record)
+
+
+def test_a_repository_that_holds_the_method_s_folder_but_not_its_code_names_no_commit(outside):
+    """Right or absent: a commit is recorded only from a checkout that tracks the method's code, not
+    from one that merely contains the folder it was imported from."""
+    git = ["git", "-c", "user.name=a user", "-c", "user.email=user@example.org"]
+    (outside / "notes.txt").write_text("unrelated\n")
+    for args in (["init", "-q"], ["add", "notes.txt"], ["commit", "-q", "-m", "notes only"]):
+        subprocess.run([*git, *args], cwd=outside, check=True, capture_output=True)
+    cls = methods.resolve(SPEC)
+    assert env.distribution_of(cls)["commit"] is None
+    for args in (["add", "sigpkg"], ["commit", "-q", "-m", "the method"]):
+        subprocess.run([*git, *args], cwd=outside, check=True, capture_output=True)
+    head = subprocess.check_output(["git", "rev-parse", "HEAD"], cwd=outside, text=True).strip()
+    assert (env.distribution_of(cls)["commit"], env.distribution_of(cls)["dirty"]) == (head, False)
+
+
+def readme_snippet(marker: str) -> str:
+    """The README's Python block that starts with ``marker`` (a comment naming its file)."""
+    import re
+
+    [block] = [b for b in re.findall(r"```python\n(.*?)```", (REPO / "README.md").read_text(), re.S)
+               if b.startswith(marker)]
+    return block
+
+
+def test_the_readme_s_own_method_passes_check_method(tmp_path):
+    """The README's SigmoidAttention, as a reader would copy it into my_pkg/attn.py, passes the whole
+    contract kit through the console command run from that folder (issue 46)."""
+    (tmp_path / "my_pkg").mkdir()
+    (tmp_path / "my_pkg" / "__init__.py").write_text("")
+    (tmp_path / "my_pkg" / "attn.py").write_text(readme_snippet("# my_pkg/attn.py"))
+    done = subprocess.run([sys.executable, "-m", "suite", "check-method", "my_pkg.attn:SigmoidAttention"],
+                          cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(REPO)}, capture_output=True, text=True,
+                          timeout=900)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert done.stdout == ""
+    assert done.stderr.strip().splitlines()[-1].startswith(
+        "check-method sigmoid_fm (capabilities: flops, recurrent, weights): all ")
 
 
 def test_a_sweep_names_a_method_by_import_path_among_built_in_ones(outside):
@@ -195,15 +235,27 @@ def test_a_method_of_an_installed_distribution_is_registered_by_its_entry_point(
     cls = methods.get("sigmoid_fm")
     assert cls.__module__ == "fakepkg.attn"
     assert env.distribution_of(cls) == {"name": "fakedist", "version": "1.0", "url": "https://example.org/fakedist.git",
-                                        "commit": COMMIT, "dirty": None}
+                                        "commit": COMMIT, "dirty": None, "source": "git"}
     assert check_group_choices(["method=sigmoid_fm"]) is None and "sigmoid_fm" in group_choices("method")
     assert composed(["method=sigmoid_fm"])["method"] == {"name": "sigmoid_fm", "impl": "auto",
                                                          "options": {"chunk_size": 64}}
     run = SimpleNamespace(record={"method": {"import_path": "fakepkg.attn:SigmoidAttention",
-                                             "distribution": env.distribution_of(cls)}})
-    assert install_lines(run) == [f"pip install git+https://example.org/fakedist.git@{COMMIT}"]
-    run.record["method"]["distribution"] = {"name": "fakedist", "version": "1.0"}  # from an index
-    assert install_lines(run) == ["pip install fakedist==1.0"]
+                                             "distribution": env.distribution_of(cls)},
+                                  "env": {"git_commit": None, "suite_version": "0.1.0"}})
+    # The suite at its release (no commit recorded), then the package as it was installed.
+    assert install_lines(run) == ["pip install attention-suite==0.1.0",
+                                  f"pip install git+https://example.org/fakedist.git@{COMMIT}"]
+    run.record["method"]["distribution"] = {"name": "fakedist", "version": "1.0", "source": "index"}
+    assert install_lines(run)[1:] == ["pip install fakedist==1.0"]
+    # Never a guessed index name: a local folder (or a record that does not say) is said in words.
+    run.record["method"]["distribution"] = {"name": "fakedist", "version": "1.0", "source": "local"}
+    assert install_lines(run)[1:] == [
+        "# fakedist 1.0 was installed from a local folder or file: not reproducible from here"]
+    run.record["method"]["distribution"] = {"name": "fakedist", "version": "1.0"}
+    assert install_lines(run)[1:] == [
+        "# fakedist 1.0: how it was installed was not recorded: not reproducible from here"]
+    run.record["env"]["git_commit"] = COMMIT
+    assert install_lines(run)[0] == f"git checkout {COMMIT}"
 
 
 @pytest.mark.parametrize("value, says", [
@@ -235,6 +287,59 @@ def test_a_task_family_of_an_installed_distribution_is_registered_with_its_confi
     store()
     assert "fake_mqar" in group_choices("task")
     assert composed(["task=fake_mqar"])["task"] == config
+
+
+def test_an_outside_task_s_record_names_its_package_and_the_run_page_installs_it(outside, cli, tmp_path,
+                                                                                  monkeypatch):
+    """Issue 46: a task from an installed family gets the provenance a method gets (its load function,
+    its distribution and how that was installed), and the reproduce block installs it."""
+    site = tmp_path / "site"
+    (site / "fakefam").mkdir(parents=True)
+    config = {**composed(["task=mqar"])["task"], "name": "fake_mqar"}
+    (site / "fakefam" / "__init__.py").write_text(
+        f"LOADERS = {{'fake_mqar': 'fakefam.loader:load'}}\nCONFIGS = {{'fake_mqar': {config!r}}}\n")
+    (site / "fakefam" / "loader.py").write_text("from tasks.recall.mqar import load  # noqa: F401\n")
+    write_distribution(site, "fakefamily", "[attention_suite.tasks]\nfake = fakefam\n", "fakefam")
+    monkeypatch.syspath_prepend(str(site))
+    monkeypatch.setattr(tasks, "_discovered", False)
+    # the folder stands for site-packages: a distribution there with no direct URL came from an index
+    monkeypatch.setattr(env, "installed_copy", lambda folder: folder.is_relative_to(site.resolve()))
+    store()
+    code, _, err = cli("method=linear", "task=fake_mqar", "budget=smoke")
+    assert code == 0, err
+    [path] = (tmp_path / "results").rglob("*.json")
+    task = record_store.read_record(path)["task"]
+    assert task["loader"] == "fakefam.loader:load"
+    assert task["distribution"] == {"name": "fakefamily", "version": "1.0", "url": None, "commit": None,
+                                    "dirty": None, "source": "index"}
+    [run] = load_runs(tmp_path / "results")[0]
+    assert install_lines(run)[1:] == ["pip install fakefamily==1.0"]
+
+
+def test_a_new_release_of_a_method_s_package_is_another_run(outside, tmp_path, monkeypatch):
+    """Issue 46: the config hash sees the distribution's version (method.package), not only the
+    class's ``version``: after an upgrade a sweep reruns instead of citing the old record. The
+    suite's own methods carry no package, so their hashes are as before."""
+    from suite.run import with_method_version
+
+    site = tmp_path / "site"
+    write_package(site, "fakepkg")
+    write_distribution(site, "fakedist", "[attention_suite.methods]\nsigmoid = fakepkg.attn:SigmoidAttention\n",
+                       "fakepkg")
+    monkeypatch.syspath_prepend(str(site))
+    monkeypatch.setattr(methods, "_discovered", False)
+    cls = methods.get("sigmoid_fm")
+    store()
+    config = composed(["method=sigmoid_fm", "task=mqar"])
+    before = with_method_version(config, cls)
+    assert before["method"]["package"] == "fakedist==1.0"
+    metadata = site / "fakedist-1.0.dist-info" / "METADATA"
+    metadata.write_text(metadata.read_text().replace("Version: 1.0", "Version: 1.1"))
+    after = with_method_version(config, cls)
+    assert after["method"]["package"] == "fakedist==1.1"
+    assert records.config_hash(before, "cpu") != records.config_hash(after, "cpu")
+    builtin = composed(["method=linear", "task=mqar"])
+    assert "package" not in with_method_version(builtin, methods.get("linear"))["method"]
 
 
 def test_a_broken_task_entry_point_is_one_error_naming_its_distribution(outside, tmp_path, monkeypatch):

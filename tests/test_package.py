@@ -19,9 +19,8 @@ SOURCES = ("suite", "methods", "tasks", "pyproject.toml", "README.md", "LICENSE"
 
 
 @pytest.fixture(scope="module")
-def installed(tmp_path_factory) -> Path:
-    """A venv holding only the built wheel; the dependencies are this interpreter's, on a path entry
-    (so no index is needed), after the venv's own site-packages where the wheel lies."""
+def wheel(tmp_path_factory) -> Path:
+    """The suite's wheel, built from a copy of its sources."""
     root = tmp_path_factory.mktemp("package")
     source = root / "source"
     source.mkdir()
@@ -33,8 +32,18 @@ def installed(tmp_path_factory) -> Path:
     built = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
                             "-w", str(root / "dist"), str(source)], capture_output=True, text=True, timeout=300)
     assert built.returncode == 0, built.stderr[-3000:]
-    [wheel] = (root / "dist").glob("attention_suite-*.whl")
-    environment = root / "venv"
+    [built_wheel] = (root / "dist").glob("attention_suite-*.whl")
+    return built_wheel
+
+
+@pytest.fixture(scope="module")
+def installed(wheel, tmp_path_factory) -> Path:
+    return install_wheel(wheel, tmp_path_factory.mktemp("installed") / "venv")
+
+
+def install_wheel(wheel: Path, environment: Path) -> Path:
+    """A venv holding only the built wheel; the dependencies are this interpreter's, on a path entry
+    (so no index is needed), after the venv's own site-packages where the wheel lies."""
     venv.create(environment, with_pip=False)
     python = environment / "bin" / "python"
     site_packages = Path(subprocess.check_output(
@@ -45,6 +54,38 @@ def installed(tmp_path_factory) -> Path:
                            "--ignore-installed", "-q", str(wheel)], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     return environment
+
+
+@pytest.mark.slow
+def test_a_wheel_installed_inside_another_repository_records_its_version_and_no_commit(wheel, tmp_path, data_dir):
+    """Provenance right or absent (issue 46): a user's own git repository holding the virtual
+    environment (and the folder the command runs in) is not the suite's checkout, so its commit
+    must not enter the record as the suite's. The record names the wheel's version alone, and
+    validate takes that released version as the suite's provenance."""
+    project = tmp_path / "my-project"
+    project.mkdir()
+    (project / "notes.txt").write_text("a user's own project\n")
+    git = ["git", "-c", "user.name=a user", "-c", "user.email=user@example.org"]
+    for args in (["init", "-q"], ["add", "notes.txt"], ["commit", "-q", "-m", "mine"]):
+        subprocess.run([*git, *args], cwd=project, check=True, capture_output=True)
+    theirs = subprocess.check_output(["git", "rev-parse", "HEAD"], cwd=project, text=True).strip()
+    environment = install_wheel(wheel, project / ".venv")
+    env, results = clean_env(environment, tmp_path), project / "results"
+    ran = subprocess.run([str(environment / "bin" / "attention-suite"), "method=softmax", "task=listops",
+                          "budget=smoke", f"results_dir={results}", f"data_dir={data_dir}"],
+                         cwd=project, env=env, capture_output=True, text=True, timeout=600)
+    assert ran.returncode == 0, ran.stderr[-3000:]
+    [path] = results.rglob("*.json")
+    record = json.loads(path.read_text())
+    assert theirs not in path.read_text()
+    assert (record["env"]["git_commit"], record["env"]["git_dirty"], record["env"]["suite_version"]) == (
+        None, None, "0.1.0")
+    assert record["method"]["distribution"] == {"name": "attention-suite", "version": "0.1.0", "url": None,
+                                                "commit": None, "dirty": None, "source": "local"}
+    (results / "submission.json").write_text(json.dumps({"submitter": "a user", "added": "2026-12-06"}))
+    checked = subprocess.run([str(environment / "bin" / "attention-suite"), "validate", "--submission", str(results)],
+                             cwd=project, env=env, capture_output=True, text=True, timeout=600)
+    assert checked.returncode == 0, checked.stdout[-3000:]
 
 
 def clean_env(installed: Path, home: Path) -> dict[str, str]:
@@ -80,6 +121,22 @@ def test_the_console_command_refuses_a_typo_with_the_valid_choices(installed, tm
                           env=clean_env(installed, tmp_path), capture_output=True, text=True, timeout=300)
     assert done.returncode == 2
     assert done.stderr.strip().splitlines()[-1].startswith("error: unknown method 'favour'; did you mean 'favor'?")
+
+
+def test_the_console_command_checks_the_readme_s_method_from_the_current_folder(installed, tmp_path):
+    """The README's SigmoidAttention in my_pkg/attn.py of the folder the console command runs in:
+    found there as `python -m suite` finds it (issue 46), and it passes the whole contract kit."""
+    from tests.test_outside import readme_snippet
+
+    (tmp_path / "my_pkg").mkdir()
+    (tmp_path / "my_pkg" / "__init__.py").write_text("")
+    (tmp_path / "my_pkg" / "attn.py").write_text(readme_snippet("# my_pkg/attn.py"))
+    done = subprocess.run([str(installed / "bin" / "attention-suite"), "check-method", "my_pkg.attn:SigmoidAttention"],
+                          cwd=tmp_path, env=clean_env(installed, tmp_path), capture_output=True, text=True,
+                          timeout=900)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert done.stderr.strip().splitlines()[-1].startswith("check-method sigmoid_fm (capabilities: flops, recurrent, "
+                                                           "weights): all ")
 
 
 PYPROJECT = """[build-system]
@@ -136,11 +193,14 @@ def test_an_installed_package_s_method_trains_and_its_run_page_says_what_to_inst
     method = json.loads(path.read_text())["method"]
     assert method["import_path"] == "sigpkg.attn:SigmoidAttention"
     assert method["distribution"] == {"name": "sigmoid-attention", "version": "0.1.0", "url": None, "commit": None,
-                                      "dirty": None}
+                                      "dirty": None, "source": "local"}
     built = subprocess.run([str(installed / "bin" / "attention-suite-site"), "--results", str(results), "--out",
                             str(out)], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
     assert built.returncode == 0, built.stderr[-3000:]
-    [page] = [p for p in out.rglob("*.html") if "pip install sigmoid-attention==0.1.0" in p.read_text()]
+    # installed from a wheel on this machine: said in words, never guessed as an index name
+    local = "# sigmoid-attention 0.1.0 was installed from a local folder or file: not reproducible from here"
+    [page] = [p for p in out.rglob("*.html") if local in p.read_text()]
+    assert "pip install sigmoid-attention" not in page.read_text()
     assert " method=sigpkg.attn:SigmoidAttention " in page.read_text()  # by import path: works installed or not
 
 
@@ -160,8 +220,7 @@ def reproduce_command(page: str) -> list[str]:
 
 
 @pytest.mark.slow
-def test_an_outside_package_joins_the_command_line_the_contract_the_board_and_the_site(installed, tmp_path,
-                                                                                       data_dir):
+def test_an_outside_package_joins_the_command_line_the_contract_the_board_and_the_site(wheel, tmp_path, data_dir):
     """Issue 35's must-show: a package of one's own (a sigmoid feature map on the public base, and a
     method with no recurrent form), built and installed beside the suite's wheel; with no file of the
     project edited, its methods train from the command line, pass ``check-method``, join a board
@@ -172,6 +231,8 @@ def test_an_outside_package_joins_the_command_line_the_contract_the_board_and_th
 
     from tests.test_outside import SIGMOID
 
+    # a venv of its own: the module's shared one may hold another package's sigmoid_fm already
+    installed = install_wheel(wheel, tmp_path / "venv")
     stateless = (REPO / "tests" / "outside_methods.py").read_text()  # imports only methods
     install_outside(installed, tmp_path, "outside-attention", "0.2.0", "outpkg",
                     {"attn.py": SIGMOID, "stateless.py": stateless},
@@ -229,7 +290,8 @@ def test_an_outside_package_joins_the_command_line_the_contract_the_board_and_th
     runs = (out / "runs.html").read_text()  # smoke runs are listed there, not on the board's tables
     assert "sigmoid_fm" in runs and "stateless_softmax" in runs and "not_applicable" in runs
     pages = [p.read_text() for p in out.rglob("*.html")]
-    [page] = [p for p in pages if "pip install outside-attention==0.2.0" in p and "outpkg.attn:SigmoidAttention" in p]
+    local = "# outside-attention 0.2.0 was installed from a local folder or file: not reproducible from here"
+    [page] = [p for p in pages if local in p and "outpkg.attn:SigmoidAttention" in p]
     command = reproduce_command(page)
     assert "method=outpkg.attn:SigmoidAttention" in command
     again = tmp_path / "again"
@@ -239,3 +301,73 @@ def test_an_outside_package_joins_the_command_line_the_contract_the_board_and_th
     [repeated] = [json.loads(p.read_text()) for p in again.rglob("*.json")]
     assert repeated["config_hash"] == trained["sigmoid_fm"]["config_hash"]
     assert repeated["metrics"]["test_accuracy"] == trained["sigmoid_fm"]["metrics"]["test_accuracy"]
+
+
+@pytest.mark.slow
+def test_the_example_package_goes_from_a_wheel_to_a_validated_submission(wheel, tmp_path, data_dir):
+    """Issue 46, the outside contributor's path end to end: the suite's wheel and examples/my-attn,
+    each built and installed in a fresh venv (my-attn by name from a local package index, as from
+    PyPI); both its methods pass check-method, train at the smoke budget and decode (not applicable
+    to the top-k one); the records, with a submission.json that declares my-attn==0.3.1, go through
+    what the submissions workflow runs: install the declared packages into a second fresh venv,
+    rerun check-method and a smoke run of each method, validate --submission."""
+    index = tmp_path / "index"
+    source = tmp_path / "my-attn"
+    shutil.copytree(REPO / "examples" / "my-attn", source, ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
+    built = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w",
+                            str(index), str(source)], capture_output=True, text=True, timeout=300)
+    assert built.returncode == 0, built.stderr[-3000:]
+
+    def fresh(name: str) -> tuple[Path, dict]:
+        environment = install_wheel(wheel, tmp_path / name)
+        env = {**clean_env(environment, tmp_path), "SUITE_DATA_DIR": str(data_dir), "PIP_NO_INDEX": "1",
+               "PIP_FIND_LINKS": str(index)}
+        return environment, env
+
+    def pip_install(environment: Path, spec: str) -> None:  # by name from the local index: no direct URL
+        done = subprocess.run([sys.executable, "-m", "pip", "--python", str(environment / "bin" / "python"), "install",
+                               "--no-deps", "--no-index", "--find-links", str(index), "-q", spec],
+                              capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stderr[-3000:]
+
+    contributor, env = fresh("contributor-venv")
+    pip_install(contributor, "my-attn==0.3.1")
+    work, submission = tmp_path / "work", tmp_path / "submissions" / "me-cpu"
+    work.mkdir()
+
+    def suite(environment: Path, env: dict, *args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([str(environment / "bin" / "attention-suite"), *args], cwd=work, env=env,
+                              capture_output=True, text=True, timeout=900)
+
+    for name in ("relu_fm", "topk_softmax"):
+        checked = suite(contributor, env, "check-method", name)
+        assert checked.returncode == 0, (name, checked.stdout[-3000:], checked.stderr[-3000:])
+        assert f"check-method {name} " in checked.stderr and "checks passed" in checked.stderr
+        for mode in ("train", "decode"):
+            ran = suite(contributor, env, f"method={name}", "task=mqar", "budget=smoke", f"mode={mode}",
+                        f"results_dir={submission}")
+            assert ran.returncode == 0, (name, mode, ran.stderr[-3000:])
+    found = [json.loads(p.read_text()) for p in submission.rglob("*.json")]
+    assert sorted((r["kind"], r["method"]["name"], r["status"]) for r in found) == [
+        ("decode", "relu_fm", "ok"), ("decode", "topk_softmax", "not_applicable"),
+        ("train", "relu_fm", "ok"), ("train", "topk_softmax", "ok")]
+    for record in found:
+        assert record["method"]["distribution"] == {"name": "my-attn", "version": "0.3.1", "url": None,
+                                                    "commit": None, "dirty": None, "source": "index"}
+        assert record["config"]["method"]["package"] == "my-attn==0.3.1"
+        assert (record["env"]["git_commit"], record["env"]["suite_version"]) == (None, "0.1.0")
+    (submission / "submission.json").write_text(json.dumps({"submitter": "a contributor", "added": "2026-12-06",
+                                                            "packages": ["my-attn==0.3.1"]}))
+
+    # CI, in a venv of its own: the declared packages, the reruns, then validate.
+    ci, ci_env = fresh("ci-venv")
+    python = str(ci / "bin" / "python")
+    installed = subprocess.run([python, "-m", "suite.submission", "install", str(submission)], cwd=work, env=ci_env,
+                               capture_output=True, text=True, timeout=600)
+    assert installed.returncode == 0, installed.stdout[-3000:] + installed.stderr[-3000:]
+    rerun = subprocess.run([python, "-m", "suite.submission", "rerun", str(submission), "--results",
+                            str(tmp_path / "rerun")], cwd=work, env=ci_env, capture_output=True, text=True, timeout=900)
+    assert rerun.returncode == 0, rerun.stderr[-3000:]
+    assert sorted(p.parent.name for p in (tmp_path / "rerun").rglob("*.json")) == ["relu_fm", "topk_softmax"]
+    checked = suite(ci, ci_env, "validate", "--submission", str(submission))
+    assert checked.returncode == 0, checked.stdout[-3000:]

@@ -375,6 +375,27 @@ def test_run_page_reproduces_and_links_the_raw_record(built):
     assert len(csv_lines) == len(runs) + 1 and csv_lines[0].startswith("run_id,kind,status")
 
 
+def test_smoke_runs_show_in_a_section_of_their_own(tmp_path, capsys):
+    """Issue 46: budget=smoke runs (the README's outside-method example uses that budget) were left off
+    the site in silence, under "No train records yet". They are listed, marked smoke, off the tables."""
+    results = tmp_path / "results"
+    write_record(train_record("softmax", "mqar", 0, 0.25, budget="smoke"), results)
+    write_record(train_record("linear", "mqar", 0, 0.5, budget="smoke"), results)
+    assert main(["--results", str(results), "--out", str(tmp_path / "out")]) == 0
+    page = (tmp_path / "out" / "index.html").read_text()
+    assert "No train records at a learning budget yet (2 smoke runs below)" in page
+    section = page[page.index('<h2 id="smoke">Smoke runs</h2>'):]
+    assert "<td>softmax</td><td>mqar</td>" in section and "<td>linear</td><td>mqar</td>" in section
+    assert "25.0%" in section and "50.0%" in section
+    write_record(train_record("softmax", "listops", 0, 0.4), results)  # a learning budget: the board's table
+    assert main(["--results", str(results), "--out", str(tmp_path / "out")]) == 0
+    page = (tmp_path / "out" / "index.html").read_text()
+    assert "No train records" not in page
+    tables, smoke = page.split('<h2 id="smoke">Smoke runs</h2>')
+    assert "listops" in tables and "25.0%" not in tables and "50.0%" not in tables  # smoke: never in the tables
+    assert smoke.count("status-ok") == 2 and "listops" not in smoke
+
+
 def test_empty_missing_and_foreign_folders(tmp_path, capsys):
     (tmp_path / "empty").mkdir()
     assert main(["--results", str(tmp_path / "empty"), "--out", str(tmp_path / "out")]) == 0

@@ -115,6 +115,18 @@ def test_a_build_that_fails_writing_names_the_file_and_keeps_the_old_site(old_si
     assert digest(out) == before and siblings(out) == ["results", "site"]
 
 
+def test_several_results_folders_are_refused_not_half_read(old_site, tmp_path, capsys):
+    """Issue 46: a second --results replaced the first, and the board showed part of the records."""
+    results, out, before = old_site
+    other = tmp_path / "other-results"
+    other.mkdir()
+    assert main(["--results", str(results), "--results", str(other), "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err == (f"error: --results given 2 times ({results}, {other}); give one folder of verified records, "
+                   "and each other folder of records as --submitted\n")
+    assert digest(out) == before
+
+
 def test_results_inside_the_output_are_refused_and_never_deleted(old_site, capsys):
     _, out, before = old_site
     copies = out / "records"  # the site's own copies of the records, read back as a results folder

@@ -126,3 +126,16 @@ def test_the_tier_filter_in_the_browser_and_no_injected_script_runs(built):
         with pytest.raises(NoAlertPresentException):
             driver.switch_to.alert.text  # noqa: B018
         assert console_errors(driver) == []
+
+
+def test_a_submission_without_submission_json_builds_as_its_warning_says(tmp_path):
+    """Issue 46: the warning says the submission is shown without a submitter; the build then went on
+    to stop on the missing field. It builds, and the rows say submitted, by nobody."""
+    folder = tmp_path / "anon-h100"
+    make_submission(folder)
+    (folder / "submission.json").unlink()
+    report = build_site(project_results(tmp_path / "results"), tmp_path / "out", submitted=(folder,))
+    assert any("submission.json: missing; the submission is shown without a submitter or date" in p
+               for p in report.problems)
+    html = (report.out_dir / "index.html").read_text()
+    assert html.count('class="tier tier-submitted"') == 2 and "submitted by" not in html

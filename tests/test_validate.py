@@ -94,8 +94,12 @@ CASES = {
                              "error: holds markup '<script>aler'"),
     "missing provenance (suite version)": (lambda r: edited(r, delete_at(("env", "suite_version"))),
                                            "env.suite_version: missing; expected the suite's version"),
-    "missing provenance (commit)": (lambda r: edited(r, delete_at(("env", "git_commit"))),
-                                    "env.git_commit: missing; expected the suite's commit"),
+    "missing provenance (commit, development version)": (
+        lambda r: edited(edited(r, delete_at(("env", "git_commit"))), set_at(("env", "suite_version"), "0.1.1.dev3")),
+        "env.git_commit: missing; expected the suite's commit"),
+    "missing provenance (commit, no version)": (
+        lambda r: edited(edited(r, set_at(("env", "git_commit"), None)), delete_at(("env", "suite_version"))),
+        "env.git_commit: null; expected the suite's commit"),
     "missing hardware key": (lambda r: edited(r, delete_at(("env", "hardware", "fla"))), "env.hardware.fla: missing"),
     "dirty tree": (lambda r: edited(r, set_at(("env", "git_dirty"), True)), "env.git_dirty: true"),
     "NaN metric": (lambda r: (str(records.record_path(r, ".")), with_text(
@@ -138,6 +142,23 @@ def test_validate_catches_each_broken_record_with_its_own_line(case, tmp_path, c
     if REPORT:
         with open(REPORT, "a") as report:
             report.write(f"## {case}\n" + "\n".join(lines) + "\n")
+
+
+def test_a_record_from_a_wheel_names_a_released_version_in_place_of_a_commit(tmp_path, capsys):
+    """A wheel of the suite records its version and no commit (suite/env.py, suite_git_state): a released
+    version is provenance enough, a development build's is not."""
+    folder = tmp_path / "submission"
+    paths = make_submission(folder)
+    for path in paths:
+        path.write_text(json.dumps(edited(json.loads(path.read_text()), lambda r: r["env"].update(
+            git_commit=None, git_dirty=None, suite_version="0.1.0"))))
+    assert run_validate(capsys, "--submission", str(folder)) == (0, [])
+    victim = json.loads(paths[0].read_text())
+    paths[0].write_text(json.dumps(edited(victim, set_at(("env", "suite_version"), "0.1.0+local.edit"))))
+    code, lines = run_validate(capsys, "--submission", str(folder))
+    # a development build names no commit here: refused, as is its version beside the cell's release
+    assert code == 1 and {line.split(": ")[1] for line in lines} == {"env.git_commit", "env.git_dirty",
+                                                                     "env.suite_version"}, lines
 
 
 def test_a_duplicate_run_and_a_link_leaving_the_folder_are_refused(tmp_path, capsys):
@@ -296,7 +317,8 @@ def test_a_run_of_this_suite_writes_the_provenance_a_submission_needs(make_confi
     # The suite's own method: its distribution is the suite, its commit the suite's checkout's.
     assert record["method"]["distribution"] == {"name": "attention-suite", "version": env.suite_version(), "url": None,
                                                 "commit": record["env"]["git_commit"],
-                                                "dirty": record["env"]["git_dirty"]}
+                                                "dirty": record["env"]["git_dirty"],
+                                                "source": "local"}  # an editable install of this checkout
     assert record["method"]["import_path"] == "methods.favor.module:FavorAttention"
     results = Path(config["results_dir"])
     assert run_validate(capsys, str(results)) == (0, [])

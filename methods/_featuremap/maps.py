@@ -32,6 +32,40 @@ import torch
 import torch.nn.functional as F
 
 
+class FeatureMap:
+    """The public base of a feature map in the form the causal chunked core reads (``chunk_maps`` of
+    :class:`methods.FeatureMapAttention` returns one for the queries and one for the keys). The
+    protocol, in full in this module's docstring:
+
+    - ``num_features``: F, the width of phi(x); ``identity``: False (True only for given features);
+    - ``full(x)``: phi of a whole (..., D) tensor, float32 and differentiable by autograd;
+    - ``forward(x, out)``: phi of a block of rows written into ``out`` (..., F), float32; returns the
+      log of a factor pulled out of each row for range, or None;
+    - ``backward(x, phi, grad_phi, out)``: d x written into ``out`` from the block, its features and
+      d phi (which it may overwrite).
+
+    A subclass that pulls out no factor need write ``full`` alone: the block forms below apply it to
+    the block, and take its gradient by autograd on the block (one small graph per block); write
+    them by hand where a closed form is faster (EluPlusOne's slope is read off phi)."""
+
+    identity = False
+
+    def __init__(self, dim: int) -> None:
+        self.num_features = dim
+
+    def full(self, x: torch.Tensor) -> torch.Tensor:
+        raise NotImplementedError
+
+    def forward(self, x: torch.Tensor, out: torch.Tensor) -> None:
+        out.copy_(self.full(x))
+
+    def backward(self, x: torch.Tensor, phi: torch.Tensor, grad_phi: torch.Tensor, out: torch.Tensor) -> None:
+        with torch.enable_grad():
+            block = x.detach().float().requires_grad_()
+            (grad,) = torch.autograd.grad(self.full(block), block, grad_phi)
+        out.copy_(grad)
+
+
 class Identity:
     """Features given as they are (the cores on ready-made phi)."""
 
@@ -48,7 +82,7 @@ class Identity:
         out.copy_(grad_phi)
 
 
-class EluPlusOne:
+class EluPlusOne(FeatureMap):
     """phi(x) = elu(x) + 1 (Katharopoulos et al. 2020): positive, so the denominator is too;
     d phi / d x = min(phi, 1), read off phi."""
 
@@ -73,7 +107,7 @@ class EluPlusOne:
             out.copy_(grad_phi.mul_(phi.clamp_max(1.0)))
 
 
-class SecondOrderTaylor:
+class SecondOrderTaylor(FeatureMap):
     """Based (Arora et al. 2024): [1, x/d^(1/4), vec(x x^T)/sqrt(2d)] of x (..., d), so that
     phi(q).phi(k) = 1 + s + s^2/2 with s = q.k/sqrt(d). ``symmetric_half`` keeps the i <= j entries
     of x x^T only, the off-diagonal ones times sqrt(2): the same inner product with
@@ -134,7 +168,7 @@ class SecondOrderTaylor:
 ALL_KEYS = "all"
 
 
-class PositiveRandomFeatures:
+class PositiveRandomFeatures(FeatureMap):
     """FAVOR+ (Choromanski et al. 2021): phi(x) = exp(w_r.x' - |x'|^2/2)/sqrt(m), x' = x/D^(1/4),
     for each row w_r of the projection (m, D), so E[phi(q).phi(k)] = exp(q.k/sqrt(D)).
 

@@ -50,8 +50,9 @@ class FeatureMapAttention(AttentionMethod):
         return self.feature_map(q, "query"), self.feature_map(k, "key"), DENOMINATOR_EPS
 
     def chunk_maps(self, q: torch.Tensor, k: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, Any, Any]:
-        """(x_q, x_k, query map, key map) for the causal chunked core (block maps, see _featuremap/maps.py):
-        the maps applied block by block to x_q, x_k give the causal ``features`` of q, k."""
+        """(x_q, x_k, query map, key map) for the causal chunked core: the maps (``methods.FeatureMap``,
+        whose subclass may define ``full`` alone) applied block by block to x_q, x_k give the causal
+        ``features`` of q, k."""
         raise NotImplementedError
 
     # -- what it costs -------------------------------------------------------------------------

@@ -35,13 +35,20 @@ def serve(out_dir: Path, port: int) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m suite.site", description=__doc__.split("\n\n")[1])
-    parser.add_argument("--results", type=Path, default=Path("results"), help="folder of records (default: results)")
+    parser.add_argument("--results", type=Path, action="append", default=[],
+                        help="the folder of verified records (default: results); once")
     parser.add_argument("--submitted", type=Path, action="append", default=[], metavar="FOLDER",
                         help="a submission folder (docs/SUBMITTING.md), its records marked submitted; repeatable")
     parser.add_argument("--out", type=Path, default=Path("site/_build"), help="output folder (default: site/_build)")
     parser.add_argument("--serve", action="store_true", help="serve the build on localhost after building")
     parser.add_argument("--port", type=int, default=8000, help="port for --serve (0: any free port)")
     args = parser.parse_args(argv)
+    if len(args.results) > 1:  # argparse would keep the last alone, and build a board of part of them in silence
+        given = ", ".join(map(str, args.results))
+        print(f"error: --results given {len(args.results)} times ({given}); give one folder of verified records, "
+              "and each other folder of records as --submitted", file=sys.stderr)
+        return EXIT_USER_ERROR
+    args.results = args.results[0] if args.results else Path("results")
     try:
         with sigterm_as_interrupt():
             report = build_site(args.results, args.out, submitted=tuple(args.submitted))

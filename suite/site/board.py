@@ -431,6 +431,11 @@ def on_board(run: Run) -> bool:
     return run.kind == "train" and run.budget not in TEST_BUDGETS
 
 
+def smoke_run(run: Run) -> bool:
+    """A train run at a test budget: off the tables, listed in the board's smoke section."""
+    return run.kind == "train" and run.budget in TEST_BUDGETS
+
+
 # The sizes that set a method's configuration apart within one model (its width, heads, depth, and
 # every method option): a run that differs from the method's usual value of one of them on that
 # model (the most common one among its runs) is a variant and gets a row of its own.

@@ -20,7 +20,14 @@ from pathlib import Path
 from suite import modes, schema
 from suite.modes import declared as declared_metrics
 from suite.site import downloads, pages, render
-from suite.site.board import board_columns, board_rows, conflict_messages, off_protocol_messages, reference_rows
+from suite.site.board import (
+    board_columns,
+    board_rows,
+    conflict_messages,
+    off_protocol_messages,
+    reference_rows,
+    smoke_run,
+)
 from suite.site.curves import curve_pages, page_path
 from suite.site.figures import Figure, board_figures, fidelity_figures, pareto_figures, sweep_figures
 from suite.site.lead import lead
@@ -112,6 +119,7 @@ def write_site(runs: list[Run], problems: list[str], out_dir: Path, site_dir: Pa
     leading = place_figures(first.figures, out_dir, "lead")
     write("index.html", pages.board_page(env, rows, columns, reference_rows(), problems, lead=first,
                                          lead_figures=leading, figures=placed, fidelity=first.fidelity,
+                                         smoke=list(filter(smoke_run, runs)),
                                          **board_notes(site_dir), **page("index.html", "Leaderboard")))
     figures = [f for mode in modes.registry().values() if mode.section
                for f in mode_figures(mode, verified_runs, verified, verified_columns)]

@@ -261,18 +261,19 @@ def filters(runs: Iterable) -> dict[str, list[str]]:
 def board_page(env: jinja2.Environment, rows: list[Row], columns: list[Column], references: list[ReferenceRow],
                problems: list[str], *, lead: Lead | None = None, lead_figures: list[Placed] = (),
                figures: list[Placed] = (), fidelity: FidelityHeadline | None = None,
-               left_off: list[Mapping] = (), findings: list[Mapping] = (), **page: Any) -> str:
+               left_off: list[Mapping] = (), findings: list[Mapping] = (), smoke: list[Run] = (),
+               **page: Any) -> str:
     """The leaderboard. First what it finds: the recall figures, a line per point naming its best
     and best sub-quadratic method, the kernel crossovers; then one table per task family (our rows,
     mean ± std over seeds against each column's baseline, the published LRA rows), then the
     methodology, cost, what each budget means, the findings prose, fidelity, tasks left off, and
-    the board's other figures."""
+    the board's other figures; last the smoke runs (a test budget's), in a section of their own."""
     train = declared("train")
     cost = {"speed": train["train_tokens_per_s"], "memory": train["peak_memory_bytes"], "state": train["state_bytes"]}
     return render(env, "board.html", rows=rows, columns=columns, tables=board_tables(rows, columns),
                   references=references, problems=problems, lead=lead, lead_figures=list(lead_figures),
                   figures=list(figures), fidelity=fidelity, left_off=list(left_off),
-                  findings=list(findings), charts=bool(figures) or bool(lead_figures),
+                  findings=list(findings), smoke=list(smoke), charts=bool(figures) or bool(lead_figures),
                   show_lra=any(c.task in LRA_TASKS for c in columns), baselines=column_baselines(rows),
                   filters=filters(rows), budgets=budget_rows(rows, columns), cost=cost, accuracy=ACCURACY,
                   test_budgets=TEST_BUDGETS, clear_rule=CLEAR_RULE, lra_rule=LRA_RULE, plateau_rule=PLATEAU_RULE,
@@ -329,5 +330,6 @@ def run_page(env: jinja2.Environment, run: Run, **page: Any) -> str:
     if run.tier != "verified":
         summary.update({"submission": run.origin, **{f"submission {k}": v for k, v in run.submission.items()}})
     return render(env, "run.html", run=run, summary=summary, commit=env_block.git_commit,
-                  dirty=bool(env_block.git_dirty), command=reproduce_command(run), install=install_lines(run),
+                  version=env_block.suite_version, dirty=bool(env_block.git_dirty), command=reproduce_command(run),
+                  install=install_lines(run),
                   outside=outside_method(run), known=declared_metrics(), **page)

@@ -312,7 +312,7 @@ def plots_beside(model: Record, path: Path) -> tuple[str, ...]:
 # then the top-level keys that define a run. Paths, logging and scheduling are the user's own.
 REPRODUCED_GROUPS = ("mode", "method", "task", "budget", "model")
 REPRODUCED_KEYS = ("seed", "device", "cpu_threads", "memory_cap_bytes")  # cpu_threads sets every speed
-NOT_REPRODUCED = {("method", "version")}  # the code's, not the user's: the harness sets it
+NOT_REPRODUCED = {("method", "version"), ("method", "package")}  # the code's, not the user's: the harness sets them
 
 
 def override_value(value: Any) -> str:
@@ -352,22 +352,49 @@ def outside_method(run: Run) -> str | None:
 
 
 def install_lines(run: Run) -> list[str]:
-    """What to install before the reproduce command, for a method from outside the suite: its
-    package at the recorded version or commit; a comment line when no package names it."""
+    """What to install before the reproduce command: the suite at its recorded commit (a checkout)
+    or release, then each outside distribution the record's method and task came from, the way it
+    was installed (distribution_line)."""
+    env_block = run.record.get("env") or {}
+    if env_block.get("git_commit"):
+        lines = [f"git checkout {env_block['git_commit']}"]
+    elif env_block.get("suite_version"):
+        lines = [f"pip install {shlex.quote('attention-suite==' + env_block['suite_version'])}"]
+    else:
+        lines = ["# the suite's commit and version were not recorded"]
+    outside = []
     path = outside_method(run)
-    if path is None:
-        return []
-    dist = run.record["method"].get("distribution") or {}
-    name, version, url, commit = (dist.get(k) for k in ("name", "version", "url", "commit"))
+    if path is not None:
+        outside.append((path.partition(":")[0], run.record["method"].get("distribution") or {}))
+    task = run.record.get("task") or {}
+    if task.get("loader"):
+        outside.append((task["loader"].partition(":")[0], task.get("distribution") or {}))
+    for module, dist in outside:
+        line = distribution_line(module, dist)
+        if line not in lines:  # a package that ships both the method and the task: one line
+            lines.append(line)
+    return lines
+
+
+def distribution_line(module: str, dist: dict) -> str:
+    """How to install one outside distribution as it was installed: an index release by version, a
+    git URL at its commit, an archive by its URL; a folder or file on the machine that ran it, or a
+    module on the path, is said in words (no index name is guessed: a stranger may own it there)."""
+    name, version, url, commit, source = (dist.get(k) for k in ("name", "version", "url", "commit", "source"))
     dirty = " (with uncommitted changes)" if dist.get("dirty") else ""
-    if url and commit:
-        return [f"pip install {shlex.quote(f'git+{url}@{commit}')}"]
-    if name and version:
-        lines = [f"pip install {shlex.quote(f'{name}=={version}')}"]
-        return lines + ([f"# {name} ran from a checkout at commit {commit}{dirty}"] if commit else [])
-    module = path.partition(":")[0]
-    at = f", from a checkout at commit {commit}{dirty}" if commit else ""
-    return [f"# {module} ran from a folder on the Python path, not an installed package{at}: put it on PYTHONPATH"]
+    checkout = f", from a checkout at commit {commit}{dirty}" if commit else ""
+    if url and commit and source in (None, "git"):
+        return f"pip install {shlex.quote(f'git+{url}@{commit}')}"
+    if name is None:
+        return (f"# {module} ran from a folder on the Python path, not an installed package{checkout}: "
+                "put it on PYTHONPATH")
+    if source == "index":
+        return f"pip install {shlex.quote(f'{name}=={version}')}"
+    if source == "url" and url:
+        return f"pip install {shlex.quote(url)}"
+    if source == "local":
+        return f"# {name} {version} was installed from a local folder or file{checkout}: not reproducible from here"
+    return f"# {name} {version}: how it was installed was not recorded{checkout}: not reproducible from here"
 
 
 def reproduce_command(run: Run) -> str:

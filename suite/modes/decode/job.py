@@ -215,6 +215,12 @@ def build(method: Mapping, head_dim: int, grid: Grid, device: torch.device) -> A
     return module.to(device).eval()
 
 
+def record_task(config: Mapping) -> str:
+    """The task a decode record is filed under, ok or not applicable: the mode's own (it times
+    synthetic prompts, not the command's task)."""
+    return "decode"
+
+
 def job(config: Mapping, device: torch.device, config_hash: str) -> JobResult:
     """mode=decode: sweep the method, then the reference (softmax), and compare them."""
     grid = read_grid(config)
@@ -239,7 +245,8 @@ def job(config: Mapping, device: torch.device, config_hash: str) -> JobResult:
         outcome.status, outcome.error = "interrupted", f"interrupted after {len(points)} points"
     elif all(p["status"] == "oom" for p in points):
         outcome.status, outcome.error = "oom", "every point ran out of memory"
-    task = {"name": "decode", "seq_len": max(grid.context_lengths), "context_lengths": list(grid.context_lengths),
+    task = {"name": record_task(config), "seq_len": max(grid.context_lengths),
+            "context_lengths": list(grid.context_lengths),
             "batch_sizes": list(grid.batch_sizes), "heads": heads, "head_dim": head_dim,
             "value_dim": head_dim, "dtype": grid.dtype, "warmup_steps": grid.warmup_steps,
             "timed_steps": grid.timed_steps}

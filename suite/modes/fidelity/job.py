@@ -194,6 +194,15 @@ def measured_point(label: str, modules: list[torch.nn.Module], source: Mapping, 
 
 # -- the job ----------------------------------------------------------------------------------------
 
+def record_task(config: Mapping) -> str:
+    """The task a fidelity record is filed under, ok or not applicable: the captured model's task
+    when the grid captures one, else "synthetic"."""
+    grid = select_grid(config)
+    if not grid["captured"]:
+        return "synthetic"
+    return fidelity_capture.capture_config(config, grid.get("capture") or {})["task"]["name"]
+
+
 def job(config: Mapping, device: torch.device, config_hash: str) -> JobResult:
     """mode=fidelity: every (source, N, d_phi) cell of the budget's grid, one record."""
     method = config["method"]  # one that declares its weights (the mode needs them: suite/run.py)
@@ -232,7 +241,7 @@ def job(config: Mapping, device: torch.device, config_hash: str) -> JobResult:
             points.append({**measured_point(f"{method['name']} fitted", fitted, source, n, variant, grid, seed),
                            "fit": facts})
 
-    task = {"name": capture["task"] if capture else "synthetic", "seq_len": max(grid["seq_lens"]),
+    task = {"name": record_task(config), "seq_len": max(grid["seq_lens"]),
             "head_dim": head_dim, "sources": [s["name"] for s in sources], "causal": False,
             "capture_model": capture}
     metrics = {"points": points, "denominator_error_slopes": slopes(points), "skipped": skipped,

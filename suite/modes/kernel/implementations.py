@@ -48,7 +48,10 @@ class Implementation:
 
 
 def declared_flops(module: methods.AttentionMethod, impl: str) -> Flops:
-    """The FLOPs ``module`` declares for its implementation ``impl``."""
+    """The FLOPs ``module`` declares for its implementation ``impl``; (None, None) for a method that
+    declares none (its points are timed, and their FLOP rates left empty)."""
+    if "flops" not in module.capabilities():
+        return lambda b, h, n, e, causal: (None, None)
     return lambda b, h, n, e, causal: (module.forward_flops(b, h, n, e, causal, impl=impl),
                                        module.backward_flops(b, h, n, e, causal, impl=impl))
 

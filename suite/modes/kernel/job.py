@@ -39,6 +39,11 @@ def device_properties(device: torch.device) -> dict | None:
             "capability": f"{props.major}.{props.minor}", "multiprocessors": props.multi_processor_count}
 
 
+def record_task(config: Mapping) -> str:
+    """The task a kernel record is filed under, ok or not applicable: the attention op alone."""
+    return TASK_NAME
+
+
 def job(config: Mapping, device: torch.device, config_hash: str) -> JobResult:
     """mode=kernel: sweep the grid, derive slopes and crossovers, return the points and summary."""
     grid = select_grid(config)
@@ -67,7 +72,8 @@ def job(config: Mapping, device: torch.device, config_hash: str) -> JobResult:
         "cpu_threads": used_threads,
         "device_properties": device_properties(device),
     }
-    task = {"name": TASK_NAME, "seq_len": max(grid["lengths"]), "lengths": grid["lengths"], "batch": grid["batch"],
+    task = {"name": record_task(config), "seq_len": max(grid["lengths"]), "lengths": grid["lengths"],
+            "batch": grid["batch"],
             "heads": grid["heads"], "head_dims": grid["head_dims"], "value_dim": grid["value_dim"],
             "dtypes": grid["dtypes"], "causal": grid["causal"]}
     return JobResult(kind=config["mode"]["name"], outcome=Outcome(status=status, error=error, metrics=metrics),

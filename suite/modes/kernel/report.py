@@ -46,7 +46,7 @@ def summarize(points: Sequence[Mapping]) -> list[dict]:
         row["longest_length"] = longest["length"]
         for name in ("fwd_median_s", "fwdbwd_median_s", "fwd_peak_memory_bytes", "fwdbwd_peak_memory_bytes",
                      "fwdbwd_flops_per_s", "fwdbwd_matmul_fraction", "fwd_matmul_fraction"):
-            row[name] = longest[name]
+            row[name] = longest.get(name)  # the FLOP rates are absent for a method that declares no FLOPs
         lengths = list(ok)
         for phase in PHASES:
             times = [ok[n][f"{phase}_median_s"] for n in lengths]

@@ -100,8 +100,10 @@ def measure_point(impl: Implementation, inputs: tuple[torch.Tensor, ...], causal
 
 
 def derived_rates(point: dict, matmul_flops_per_s: float) -> dict:
-    """The achieved FLOP/s of an ok point and their fraction of the matmul rate."""
+    """The achieved FLOP/s of an ok point and their fraction of the matmul rate (none without FLOPs)."""
     found = {}
+    if point["fwd_flops"] is None:
+        return found
     for phase in PHASES:
         rate = point[f"{phase}_flops"] / point[f"{phase}_median_s"]
         found[f"{phase}_flops_per_s"] = rate
@@ -173,7 +175,7 @@ def measure_series(impl: Implementation, shape: Mapping, grid: Mapping, device: 
     for n in grid["lengths"]:
         fwd, bwd = impl.flops(shape["batch"], shape["heads"], n, shape["value_dim"], shape["causal"])
         point = {"impl": impl.name, "source": impl.source, "length": n, **shape, "status": "ok", "reason": None,
-                 "fwd_flops": fwd, "fwdbwd_flops": fwd + bwd}
+                 "fwd_flops": fwd, "fwdbwd_flops": None if fwd is None else fwd + bwd}
         reason = impl.unusable(shape["causal"]) or dtype_reason or stop_reason
         if reason is None and cap is not None and n > cap:
             reason = f"over max_length {cap} for {impl.name} in this grid (memory or time grows as N^2)"
