@@ -154,11 +154,14 @@ def test_cells_not_clearly_above_baseline_are_greyed_and_marked(tmp_path):
     records += [train("single", test=0.95, baseline=0.25)]
     page = build(tmp_path, records)
     near, clear, single = (row_html(page, m) for m in ("near", "clear", "single"))
-    assert 'class="greyed' in near and "≈ baseline" in near and "mean − 2·SE" in near
+    # The board's one test: (mean − baseline) over √(s² / n + p(1 − p) / N), N = 1,000 test examples;
+    # clear: 0.66 / √(0.01² / 3 + 0.91 · 0.09 / 1000) = 61.48 on Welch-Satterthwaite's 23.9 df.
+    assert 'class="greyed' in near and "≈ baseline" in near and "t = 0.55, df = 11.9, p ≥ 0.05" in near
     assert 'class="greyed' in single and "n=1: untested" in single and "n ≥ 2" in single
     assert "greyed" not in clear and "≈ baseline" not in clear and "untested" not in clear
-    assert "Clearly above baseline: mean − 2·SE = 89.8% &gt; baseline 25.0%" in clear
-    assert "mean − 2·SE &gt; baseline" in section(page, "How to read the board")  # the rule, in the notes
+    assert ("Clearly above baseline 25.0%: t = 61.48, df = 23.9, p &lt; 0.05 (Welch over 3 seeds plus the sampling "
+            "error of 1,000 test examples)") in clear
+    assert "test set&#39;s binomial sampling error added" in section(page, "How to read the board")  # the rule
 
 
 def test_budget_table_says_what_a_run_does(tmp_path):

@@ -36,7 +36,8 @@ MAX_FIDELITY_SERIES = 10  # beyond this, a fidelity figure keeps one line per me
 FIDELITY_FEATURES = 256  # the fidelity headline's feature count: each method's nearest measured one
 SWEEP_UNITS = ("s", "bytes")  # kernel and decode figures: time and memory
 NOT_PLOTTED = ("skipped",)  # a point never attempted is not a failure to mark
-HOLLOW = "Hollow markers: not clearly above baseline (n=1, or mean − 2·SE ≤ baseline)."
+HOLLOW = ("Hollow markers: not clearly above baseline (n=1, or the comparison test cannot separate it from the "
+          "baseline).")
 LEGEND = "Hover a point for its values; click a legend entry to show that series alone (shift-click: more)."
 
 
@@ -92,16 +93,17 @@ def by_device_and_budget(rows: list[Row]) -> dict[tuple[str, str], list[Row]]:
 def cell_row(series: str, x: float, x_text: str, cell: Cell, where: str, size: float | None = None) -> dict:
     """A cell's mean accuracy at ``x`` with ± one standard deviation over seeds; hollow unless
     clearly above its baseline."""
-    return accuracy_row(series, x, x_text, cell.values(), cell.baseline(), cell.lr, where, size)
+    return accuracy_row(series, x, x_text, cell.values(), cell.baseline(), cell.test_size(), cell.lr, where, size)
 
 
 def accuracy_row(series: str, x: float, x_text: str, values: list[float], baseline: float | None,
-                 lr: float | None, where: str, size: float | None = None) -> dict:
-    """One point of an accuracy figure: the mean of ``values`` (one per seed) at ``x`` with ± one
-    standard deviation; hollow unless clearly above ``baseline``; ``where`` opens its tooltip."""
+                 examples: int | None, lr: float | None, where: str, size: float | None = None) -> dict:
+    """One point of an accuracy figure: the mean of ``values`` (one per seed, on ``examples`` test
+    examples) at ``x`` with ± one standard deviation; hollow unless clearly above ``baseline``;
+    ``where`` opens its tooltip."""
     mean = statistics.fmean(values)
     spread = statistics.stdev(values) if len(values) >= 2 else None
-    judged = verdict(values, baseline)
+    judged = verdict(values, baseline, examples)
     rate = "" if lr is None else f", lr {format_lr(lr)}"
     row = {"series": series, "x": x, "y": mean, "x_text": x_text,
            "y_text": format_value(ACCURACY, mean) + ("" if spread is None else f" ± {100 * spread:.1f}"),
@@ -227,7 +229,7 @@ def length_figures(rows: list[Row], columns: list[Column], where: str) -> list[F
             for length, found in sorted(longer.items()):
                 pairs, baseline = found[0].get("num_kv_pairs"), found[0].get("baseline_accuracy")
                 data.append(accuracy_row(row.method, length, f"{length} tokens, {pairs} pairs",
-                                         [f["accuracy"] for f in found], baseline, cell.lr,
+                                         [f["accuracy"] for f in found], baseline, cell.test_size(), cell.lr,
                                          f"{column.label}, tested at {length} tokens"))
         if not data:
             continue

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field, replace
 
 from suite.metrics import format_bytes
 from suite.modes import declared
-from suite.site import known
+from suite.site import known, stats
 from suite.site.board import LRA_TASKS, Cell, Column, Row, board_tables
 from suite.site.figures import (
     FidelityHeadline,
@@ -26,7 +26,7 @@ from suite.site.figures import (
     sweep_groups,
     sweep_points,
 )
-from suite.site.rules import STATE_BAND, Knobs, equal_state_groups, exact_at, leaders, same_result
+from suite.site.rules import STATE_BAND, Knobs, equal_state_groups, exact_at, fastest, leaders, same_result
 from suite.site.runs import Run
 
 ASSUMED_TIME = (
@@ -46,12 +46,32 @@ RULES = {
     "LENGTH_GAP": "The longest sequence any train record learned on, against the lengths at which the kernel records "
                   "place each method's crossover with exact attention (suite.scaling): where every crossover lies "
                   "beyond it, accuracy and speed were not measured at the same length.",
-    "TIES": "Per point, over the cells with at least two seeds (one seed gives no spread): the best is the highest "
-            "mean unless another cell is within noise of it, then they are tied. A cell leads another only when "
-            "the difference of their means is more than two standard errors of that difference (SE = std / √n per "
-            "cell). The best sub-quadratic is asked the same way among the cells that are not exact attention at "
-            "that point and hold no more state than the best (within the equal-state band; where exact attention "
-            "is among the best, than its cells), so no method wins by holding more state.",
+    "TEST": (
+        "One comparison test behind every verdict (suite/site/stats.py): the difference of two cells' mean accuracies "
+        "(or of a cell's and its baseline) over its standard error, where the variance of each mean is its seeds' "
+        "s² / n plus the test set's binomial sampling error p(1 − p) / N (N: the test examples, budget.num_test; "
+        "every seed is scored on the same examples, so seeds do not average it away; on MQAR an example holds "
+        "several queries, so this overstates the error). The degrees of freedom are Welch-Satterthwaite's over the "
+        "seed terms (the binomial term is known, so adds none). A difference is stated when Student's t rejects "
+        f"equality two-sided at level {stats.LEVEL}; otherwise the cells are tied."),
+    "TIES": (
+        "Per point, over the cells with at least two seeds (one seed gives no spread) that learned (DID_NOT_LEARN): "
+        "the best is the cell with the highest mean, tied with every cell down to the last one the comparison test "
+        "(TEST) cannot place behind it, so a cell above a tied one is tied too and never behind. Solved cells are "
+        "among the best (SOLVED). The best sub-quadratic is asked the same way among the cells that are not exact "
+        "attention at that point and hold no more state than the best (within the equal-state band; where exact "
+        "attention is among the best, than its cells), so no method wins by holding more state."),
+    "SOLVED": (
+        "A cell is solved when every seed stopped early at its budget's validation target (metrics.stopped_early, "
+        "with its best validation accuracy at or above budget.target_val_accuracy). Solved cells are tied on "
+        "accuracy: the gaps between them measure how far each run overshot the target at its last evaluation. They "
+        "are compared only by the steps each seed took to reach the target (metrics.steps; mean ± sd), by the same "
+        "test, each seed's step known to within its evaluation interval (budget.eval_every: a uniform error, "
+        "variance interval² / 12)."),
+    "DID_NOT_LEARN": (
+        "A cell did not learn when every seed's test accuracy lies within the baseline's own sampling error on the "
+        "test set (|accuracy − baseline| ≤ z·√(b(1 − b) / N), z the two-sided normal quantile at level "
+        f"{stats.LEVEL}). Such a cell is listed apart, labelled, and never ranked."),
     "EXACT_AT_POINT": "A cell is exact attention at its point when its record's method.time_in_length is N^2, or "
                       "when its window (the method's resolved window option) is at least the point's sequence "
                       "length: such a window sees every key.",
@@ -75,7 +95,7 @@ RULES = {
                 "date, authors, repository-code).",
 }
 RULE_NOTE = ("Spread: ± one standard deviation over seeds, n seeds. A cell that is not clearly above its baseline "
-             "says so.")
+             "(TEST) says so.")
 
 
 @dataclass(frozen=True)
@@ -109,16 +129,37 @@ class Entry:
 
 @dataclass(frozen=True)
 class Ranking:
-    """Cells ranked by the ties rule: the leaders (one: the best; several: tied), then the rest."""
+    """Cells ranked by the ties rule: the leaders (one: the best; several: tied), then the rest; the
+    solved leaders by steps to the target, the fewest first (SOLVED); the cells that did not learn
+    apart, unranked (DID_NOT_LEARN)."""
 
     leaders: list[Entry]
     behind: list[Entry]
+    solved: list[Entry] = field(default_factory=list)  # solved leaders, fewest steps to the target first
+    fastest: list[Entry] = field(default_factory=list)  # the solved leaders tied for the fewest steps
+    unlearned: list[Entry] = field(default_factory=list)
 
     @classmethod
     def of(cls, entries: list[Entry]) -> Ranking:
-        top = {id(c) for c in leaders([e.cell for e in entries])}
-        ordered = sorted(entries, key=lambda e: -e.cell.mean())
-        return cls([e for e in ordered if id(e.cell) in top], [e for e in ordered if id(e.cell) not in top])
+        learned = [e for e in entries if not e.cell.did_not_learn()]
+        top = {id(c) for c in leaders([e.cell for e in learned])}
+        quick = {id(c) for c in fastest([e.cell for e in learned if id(e.cell) in top])}
+        ordered = sorted(learned, key=lambda e: -e.cell.mean())
+        solved = sorted((e for e in ordered if id(e.cell) in top and e.cell.solved()),
+                        key=lambda e: e.cell.steps_estimate().mean)
+        return cls([e for e in ordered if id(e.cell) in top], [e for e in ordered if id(e.cell) not in top],
+                   solved, [e for e in solved if id(e.cell) in quick],
+                   sorted((e for e in entries if e.cell.did_not_learn()), key=lambda e: -e.cell.mean()))
+
+    @property
+    def slower(self) -> list[Entry]:
+        """Solved leaders the test places behind the fastest on steps."""
+        return [e for e in self.solved if e not in self.fastest]
+
+    @property
+    def unsolved(self) -> list[Entry]:
+        """Leaders tied on accuracy with the solved ones without being solved themselves."""
+        return [e for e in self.leaders if e not in self.solved]
 
 
 @dataclass(frozen=True)

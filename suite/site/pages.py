@@ -17,7 +17,7 @@ import jinja2
 from suite import modes
 from suite.metrics import Metric, format_value
 from suite.modes import declared
-from suite.site import known, reference
+from suite.site import known, reference, stats
 from suite.site.board import (
     ACCURACY,
     CLEAR_RULE,
@@ -81,15 +81,19 @@ def column_facts(column: Column) -> str:
 
 def verdict_title(cell: Cell) -> str:
     """Why a cell is (or is not) clearly above its baseline, in numbers."""
-    verdict, baseline, bound = cell.verdict(), cell.baseline(), cell.lower_bound()
+    verdict, baseline = cell.verdict(), cell.baseline()
     if verdict == "no baseline":
         return "No baseline accuracy recorded: the cell cannot be compared with one."
     if verdict == "untested":
         return (f"One seed: no spread, so it is not tested against the baseline ({percent(baseline)}); "
-                "the rule mean − 2·SE > baseline needs n ≥ 2 seeds.")
-    relation = ">" if verdict == "above" else "≤"
+                "the comparison test needs n ≥ 2 seeds.")
+    t, df = stats.welch(cell.estimate(), stats.Estimate((baseline,)))
     what = "Clearly above baseline" if verdict == "above" else "Not clearly above baseline"
-    return f"{what}: mean − 2·SE = {percent(bound)} {relation} baseline {percent(baseline)}."
+    relation = "<" if verdict == "above" else "≥"
+    size = cell.test_size()
+    examples = f"{size:,} test examples" if size else "no test size recorded"
+    return (f"{what} {percent(baseline)}: t = {t:.2f}, df = {df:.1f}, p {relation} {stats.LEVEL} "
+            f"(Welch over {len(cell.values())} seeds plus the sampling error of {examples}).")
 
 
 def column_sublabel(column: Column) -> str:
