@@ -15,12 +15,12 @@ from pathlib import Path
 
 from suite.record_store import write_record
 from suite.site.build import SITE_DIR
-from suite.site.figures import fidelity_headline
+from suite.site.figures import board_figures, fidelity_headline, pareto_figures
 from suite.site.lead import RULES, lead, ranked
-from suite.site.rules import equal_state_groups, exact_at, fastest, leaders, same_result
+from suite.site.rules import equal_state_groups, exact_at, fastest, leaders, optimisation_failed, same_result
 from suite.site.runs import load_runs
 from tests.test_site import fidelity_record, kernel_record
-from tests.test_site_board import build, cpu_board, train
+from tests.test_site_board import build, cpu_board, row_html, train
 from tests.test_site_lead import rows_from
 
 
@@ -194,8 +194,33 @@ def test_a_state_eight_bytes_over_a_size_is_compared_at_that_size(tmp_path):
     assert [e.row.label for e in first.states[0].ranking.unlearned] == ["sliding_window (window=8)"]
     assert [(g.width, labels(g.ranking), [e.row.label for e in g.ranking.behind]) for g in first.widths] == [
         (32, ["softmax (d_model=32)"], ["linear (d_model=32)"]), (64, ["softmax", "linear"], [])]  # half a point: tied
-    assert first.summary[-1].text == ("On mqar 64·16 pairs (hybrid), at equal state, the best sub-quadratic cells "
-                                      "tie with exact attention at 16.0 KiB (linear).")
+    # One sentence per band, naming both cells with the knob that set each state; the band without an
+    # exact cell is named, with no verdict.
+    assert first.summary[-1].text == (
+        "On mqar 64·16 pairs (hybrid), at equal state: at 16.0 KiB-16.2 KiB, linear (d_model=64) ties softmax "
+        "(d_model=32). No exact-attention cell holds 4.0 KiB-4.1 KiB, so nothing there is compared with it.")
+    assert first.summary[-1].rule == "EQUAL_STATE"
+
+
+def test_an_equal_state_sentence_compares_the_bands_best_cells_by_the_test(tmp_path):
+    # At 8 KiB on the board: a narrow softmax (d_model=16) at 71.4 ± 21.0 against Hedgehog's 21.7 ± 13.9,
+    # and at 32 KiB the usual softmax, solved, against Hedgehog's 32%: both trail, each pair named.
+    kw = {"pairs": 16, "baseline": 0.0625}
+    records = seeds("softmax", (0.95, 0.63, 0.56), time="N^2", state=8192, d_model=16, **kw)
+    records += seeds("hedgehog", (0.08, 0.20, 0.37), time="N", state=8320, options={"feature_dim": 16}, **kw)
+    records += [train("softmax", seed=s, test=0.995, val=0.991, steps=1500, stopped=True, time="N^2", state=32776,
+                      **kw) for s in range(3)]
+    records += seeds("hedgehog", (0.30, 0.25, 0.41), time="N", state=33280, **kw)
+    records += seeds("linear", (0.40, 0.35, 0.45), time="N", state=1088, d_model=16, **kw)
+    records += seeds("loglinear", (0.30, 0.33, 0.35), time="N", state=1090, d_model=16, **kw)
+    for method, time in (("softmax", "N^2"), ("hedgehog", "N")):
+        records += seeds(method, (0.9, 0.91, 0.92), time=time, pairs=8)  # the usual sizes elsewhere
+    runs, rows, columns = rows_from(tmp_path, records)
+    summary = lead(rows, [c for c in columns if c.num_kv_pairs == 16], runs).summary[-1]
+    assert summary.text == (
+        "On mqar 64·16 pairs (hybrid), at equal state: at 8.0 KiB-8.1 KiB, hedgehog (feature_dim=16) trails softmax "
+        "(d_model=16); at 32.0 KiB-32.5 KiB, hedgehog (usual feature_dim) trails softmax (d_model=64). No "
+        "exact-attention cell holds 1.1 KiB, so nothing there is compared with it.")
 
 
 def test_fidelity_ranks_maps_by_shared_errors_and_never_ranks_hedgehogs_denominator(tmp_path):
@@ -277,3 +302,44 @@ def test_hand_written_notes_hold_no_number(tmp_path):
     section = build(tmp_path, [train()]).split('id="findings"', 1)[1].split("<h2", 1)[0]
     assert "Notes on the setup" in section and not NUMBER.search(html.unescape(re.sub(r"<[^>]+>", "", section)))
 
+
+
+def test_a_recall_cell_says_when_its_optimisation_failed(tmp_path):
+    # Hedgehog as the board measured it: at the 1 / pairs baseline with 4 and 8 pairs, its train loss
+    # above ln(pairs) on every seed, yet 32% with 16 pairs: optimisation, not capacity.
+    def cell(method, pairs, tests, losses):
+        return [train(method, seed=s, test=t, loss=x, pairs=pairs, baseline=1 / pairs)
+                for s, (t, x) in enumerate(zip(tests, losses))]
+    records = cell("hedgehog", 4, (0.254, 0.252, 0.27), (1.76, 1.79, 1.69))
+    records += cell("hedgehog", 8, (0.123, 0.125, 0.127), (1.9, 2.0, 1.95))  # loss under ln 8 = 2.08
+    records += cell("hedgehog", 16, (0.30, 0.25, 0.41), (2.4, 2.6, 1.7))
+    records += cell("linear", 4, (0.99, 0.98, 0.99), (0.05, 0.06, 0.05))
+    runs, rows, columns = rows_from(tmp_path / "a", records)
+    found = {(r.method, c.num_kv_pairs): optimisation_failed(rows, r, c) for r in rows for c in r.cells}
+    assert found == {
+        ("hedgehog", 4): "train loss above ln(4) = 1.39 on every seed; did not learn at 4 pairs, yet learned at 16",
+        ("hedgehog", 8): "did not learn at 8 pairs, yet learned at 16",
+        ("hedgehog", 16): None, ("linear", 4): None}
+    page = build(tmp_path / "b", records)
+    assert "optimisation failed: did not learn at 8 pairs, yet learned at 16" in row_html(page, "hedgehog")
+    assert ('<span class="mark" data-rule="OPTIMISATION_FAILED">optimisation failed: train loss above ln(4)'
+            in page)  # the first screen's entry too
+
+
+def test_every_accuracy_figure_draws_its_baseline(tmp_path):
+    records = [train(m, seed=s, test=t, pairs=p, baseline=1 / p, time=time)
+               for m, time in (("softmax", "N^2"), ("linear", "N")) for p in (4, 8, 16)
+               for s, t in enumerate((0.9, 0.91, 0.92))]
+    records += [train("linear", seed=s, test=0.4, task="listops_short", pairs=None, baseline=0.16) for s in range(3)]
+    runs, rows, columns = rows_from(tmp_path, records)
+    figures = [f for f in board_figures(rows, columns) + pareto_figures(rows, columns)
+               if f.spec["layer"][0]["encoding"]["y"]["axis"]["title"].startswith("test acc")]
+    assert len(figures) >= 5  # pairs, state, cost (MQAR, ListOps), Pareto
+    for figure in figures:
+        drawn = {round(r["y"], 4) for layer in figure.spec["layer"] for r in layer.get("data", {}).get("values", [])
+                 if "label" in r and "series" not in r}
+        assert drawn and drawn <= {0.25, 0.125, 0.0625, 0.16}, figure.title  # only the points' own baselines
+        assert "Grey dashed: the baseline" in figure.caption
+    pairs = next(f for f in figures if "vs key-value pairs" in f.title)
+    assert {(r["x"], r["y"]) for layer in pairs.spec["layer"] for r in layer.get("data", {}).get("values", [])
+            if "label" in r} == {(4, 0.25), (8, 0.125), (16, 0.0625)}  # 1 / pairs at each x

@@ -195,6 +195,15 @@ class Cell:
         runs = [r for r in self.runs if r.status == "ok"]
         return bool(runs) and all(reached_target(r) for r in runs)
 
+    def length_points(self) -> dict[int, list[dict]]:
+        """Per longer test length its ok runs were scored at (metrics.length_accuracy), one point per
+        run: {seq_len, num_kv_pairs, accuracy, baseline_accuracy}."""
+        found: dict[int, list[dict]] = {}
+        for run in (r for r in self.runs if r.status == "ok"):
+            for point in run.record["metrics"].get("length_accuracy") or []:
+                found.setdefault(point["seq_len"], []).append(point)
+        return dict(sorted(found.items()))
+
     def steps_estimate(self) -> stats.Estimate:
         """Steps to the target over seeds, as the comparison test reads them: the step of the
         evaluation that first met the target is known to within the evaluation interval (the target
@@ -466,6 +475,15 @@ def variants(runs: list[Run]) -> dict[int, str]:
             labels[id(run)] = ", ".join(f"{k}={own.get(k)}" for k in sorted(usual)
                                         if repr(own.get(k)) != usual[k])
     return labels
+
+
+def by_host(rows: list[Row]) -> list[tuple[str, list[Row]]]:
+    """The rows per host (Row.hardware: the device model and thread count), by name: a speed or
+    memory figure or table reads one host's rows, so no number sits beside another machine's."""
+    hosts: dict[str, list[Row]] = {}
+    for row in rows:
+        hosts.setdefault(row.hardware, []).append(row)
+    return sorted(hosts.items())
 
 
 def board_rows(runs: list[Run]) -> list[Row]:

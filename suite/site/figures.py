@@ -23,7 +23,19 @@ from suite.metrics import Metric, format_bytes, format_value
 from suite.modes import declared, sweep_layout
 from suite.schema import Statistics
 from suite.site import known
-from suite.site.board import ACCURACY, NO_STATE, RECALL_FAMILIES, VERDICTS, Cell, Column, Row, format_lr, verdict
+from suite.site.board import (
+    ACCURACY,
+    NO_STATE,
+    RECALL_FAMILIES,
+    VERDICTS,
+    Cell,
+    Column,
+    Row,
+    by_host,
+    column_baselines,
+    format_lr,
+    verdict,
+)
 from suite.site.charts import PALETTE, SHAPES, Axis, Layout, chart
 from suite.site.runs import Run, metric_for
 
@@ -38,6 +50,7 @@ SWEEP_UNITS = ("s", "bytes")  # kernel and decode figures: time and memory
 NOT_PLOTTED = ("skipped",)  # a point never attempted is not a failure to mark
 HOLLOW = ("Hollow markers: not clearly above baseline (n=1, or the comparison test cannot separate it from the "
           "baseline).")
+BASELINE = "Grey dashed: the baseline, what a model that learned nothing scores (hover it for which)."
 LEGEND = "Hover a point for its values; click a legend entry to show that series alone (shift-click: more)."
 
 
@@ -61,6 +74,16 @@ def metric_axis(metric: Metric, log: bool) -> Axis:
     unit = {"fraction": "fraction", "bytes": "bytes", "s": "s"}.get(metric.unit, "")
     shown = "%" if metric.unit == "fraction" else metric.unit  # a fraction's ticks are written in percent
     return Axis(f"{metric.label} ({shown})", unit, log=log or metric.unit == "bytes")
+
+
+def baseline_levels(rows: list[Row], columns: list[Column]) -> list[dict]:
+    """The baselines of ``columns`` as horizontal lines ({y, label}), one per distinct accuracy: every
+    accuracy figure draws what learning nothing scores beside what was learnt."""
+    found = column_baselines(rows)
+    levels: dict[float, list[str]] = {}
+    for column in (c for c in columns if c in found):
+        levels.setdefault(found[column].accuracy, []).append(f"{column.label}: {found[column].name}")
+    return [{"y": y, "label": f"{format_value(ACCURACY, y)}, " + "; ".join(labels)} for y, labels in levels.items()]
 
 
 def compact_count(n: float) -> str:
@@ -133,14 +156,15 @@ def pareto_front(points: Sequence[tuple[float, float]], x_better: str, y_better:
 # -- Pareto -----------------------------------------------------------------------------------------
 
 def pareto_figures(rows: list[Row], columns: list[Column]) -> list[Figure]:
-    """Per board point, device and budget: mean test accuracy against mean throughput, then memory."""
+    """Per board point, device, budget and host: mean test accuracy against mean throughput, then memory."""
     figures = []
     for column in columns:
         for (device, budget), group in by_device_and_budget(rows).items():
-            for x_metric in (declared("train")["train_tokens_per_s"], declared("train")["peak_memory_bytes"]):
-                figure = _pareto_figure(group, column, f"{budget} budget, {device}", x_metric)
-                if figure:
-                    figures.append(figure)
+            for host, found in by_host(group):
+                for x_metric in (declared("train")["train_tokens_per_s"], declared("train")["peak_memory_bytes"]):
+                    figure = _pareto_figure(found, column, f"{budget} budget, {device}, on {host}", x_metric)
+                    if figure:
+                        figures.append(figure)
     return figures
 
 
@@ -183,8 +207,8 @@ def _pareto_figure(rows: list[Row], column: Column, where: str, x_metric: Metric
                     "cell's runs." + old_memory_note([r.cells[column] for r in rows if column in r.cells]))
     title = f"{column.label}, {where}: {ACCURACY.label} vs {x_metric.label}"
     spec = chart(title, data, metric_axis(x_metric, log=True), metric_axis(ACCURACY, log=False),
-                 Layout(line=False, frontier=frontier))
-    return Figure("train", title, spec, caption + crowding_note(r["series"] for r in data))
+                 Layout(line=False, frontier=frontier, levels=baseline_levels(rows, [column])))
+    return Figure("train", title, spec, f"{caption} {BASELINE}" + crowding_note(r["series"] for r in data))
 
 
 # -- the board's figures: recall (MQAR), accuracy against state size, accuracy against cost ----------
@@ -206,7 +230,8 @@ def board_figures(rows: list[Row], columns: list[Column]) -> list[Figure]:
         figures += recall_figures(usual, columns, where)
         figures += state_figures(group, columns, where)
         figures += length_figures(usual, columns, where)
-        figures += cost_figures(usual, columns, where)
+        for host, found in by_host(usual):  # speed and memory: one host per figure
+            figures += cost_figures(found, columns, f"{where}, on {host}")
     return figures
 
 
@@ -217,17 +242,18 @@ def length_figures(rows: list[Row], columns: list[Column], where: str) -> list[F
     figures = []
     for column in recall_points(columns):
         data = []
+        trained = column_baselines(rows).get(column)
+        floor = {column.seq_len: (trained.accuracy, trained.name)} if trained else {}  # the baseline by length
         for row in (r for r in rows if column in r.cells and r.cells[column].mean() is not None):
             cell = row.cells[column]
-            longer: dict[int, list[dict]] = {}
-            for run in (r for r in cell.runs if r.status == "ok"):
-                for found in run.record["metrics"].get("length_accuracy") or []:
-                    longer.setdefault(found["seq_len"], []).append(found)
+            longer = cell.length_points()
             if not longer:
                 continue
             data.append(cell_row(row.method, column.seq_len, f"{column.seq_len} tokens (trained)", cell, column.label))
             for length, found in sorted(longer.items()):
                 pairs, baseline = found[0].get("num_kv_pairs"), found[0].get("baseline_accuracy")
+                if baseline is not None:
+                    floor[length] = (baseline, f"1 / {pairs} pairs" if pairs else "recorded")
                 data.append(accuracy_row(row.method, length, f"{length} tokens, {pairs} pairs",
                                          [f["accuracy"] for f in found], baseline, cell.test_size(), cell.lr,
                                          f"{column.label}, tested at {length} tokens"))
@@ -237,9 +263,11 @@ def length_figures(rows: list[Row], columns: list[Column], where: str) -> list[F
         caption = (f"{ACCURACY.label} of the same weights at the trained length ({column.seq_len} tokens) and at "
                    f"longer test lengths with as many key-value pairs per token (evaluation only; the hybrid has no "
                    f"position embeddings), each method at its default state and chosen rate, on {column.label} "
-                   f"({where}); log x. Bars: ± one standard deviation over seeds. {HOLLOW} {LEGEND}")
+                   f"({where}); log x. Bars: ± one standard deviation over seeds. {HOLLOW} {BASELINE} {LEGEND}")
+        baseline = [{"x": x, "y": y, "label": f"{format_value(ACCURACY, y)} at {x} tokens: {name}"}
+                    for x, (y, name) in sorted(floor.items())]
         spec = chart(title, data, Axis("test length", "tokens", log=True), metric_axis(ACCURACY, log=False),
-                     Layout(line=True, error="bar"))
+                     Layout(line=True, error="bar", baseline=baseline))
         figures.append(Figure("board", title, spec, caption + crowding_note(r["series"] for r in data)))
     return figures
 
@@ -267,9 +295,13 @@ def family_recall_figures(label: str, columns: list[Column], rows: list[Row], wh
         title = f"{label}: {ACCURACY.label} vs key-value pairs{on}, {where}"
         caption = (f"{ACCURACY.label} on {label} against the number of key-value pairs to recall{on} ({where}); "
                    f"board points (length·pairs): {', '.join(f'{c.seq_len}·{c.num_kv_pairs}' for c in points)}. "
-                   f"Band: ± one standard deviation over seeds. {HOLLOW} {LEGEND}")
+                   f"Band: ± one standard deviation over seeds. {HOLLOW} {BASELINE} {LEGEND}")
+        found = column_baselines(rows)
+        floor = {c.num_kv_pairs: found[c] for c in points if c in found}  # 1 / pairs: one per x
+        baseline = [{"x": x, "y": b.accuracy, "label": f"{format_value(ACCURACY, b.accuracy)} at {x} pairs: {b.name}"}
+                    for x, b in sorted(floor.items())]
         spec = chart(title, data, Axis("key-value pairs", "count", log=True), metric_axis(ACCURACY, log=False),
-                     Layout(line=one_per_x, error="band" if one_per_x else "bar"))
+                     Layout(line=one_per_x, error="band" if one_per_x else "bar", baseline=baseline))
         figures.append(Figure("board", title, spec, caption + crowding_note(r["series"] for r in data)))
     return figures
 
@@ -293,11 +325,12 @@ def state_figures(rows: list[Row], columns: list[Column], where: str) -> list[Fi
         title = f"{column.label}: {ACCURACY.label} vs state size, {where}"
         caption = (f"{ACCURACY.label} against the bytes of each method's recurrent state per sequence "
                    f"(exact attention: its KV cache) on {column.label} ({where}); log x. A method run at several state "
-                   f"sizes has a point for each. Bars: ± one standard deviation over seeds. {HOLLOW} {LEGEND}")
+                   f"sizes has a point for each. Bars: ± one standard deviation over seeds. {HOLLOW} {BASELINE} "
+                   f"{LEGEND}")
         if stateless:
             caption += f" Not on it: {', '.join(stateless)} (state size {NO_STATE})."
         spec = chart(title, data, Axis("state size", "bytes", log=True), metric_axis(ACCURACY, log=False),
-                     Layout(error="bar"))
+                     Layout(error="bar", levels=baseline_levels(rows, [column])))
         figures.append(Figure("board", title, spec, caption + crowding_note(r["series"] for r in data)))
     return figures
 
@@ -334,13 +367,14 @@ def cost_figures(rows: list[Row], columns: list[Column], where: str) -> list[Fig
         caption = (f"{ACCURACY.label} against train tokens/s (median over the cell's runs) on "
                    f"{', '.join(c.label for c in group)} ({where}), as in LRA's Figure 3. Marker area is "
                    f"proportional to the run's own peak memory ({sizes}); the whole process's peak of older "
-                   f"records is never used. Bars: ± one standard deviation over seeds. {HOLLOW} {LEGEND}")
+                   f"records is never used. Bars: ± one standard deviation over seeds. {HOLLOW} {BASELINE} {LEGEND}")
         if unsized:
             caption += f" {unsized} point(s) without the run's own memory are drawn at the smallest size."
         if len(group) > 1:
             caption += f" Each method has one point per {label} board point (hover a point for which)."
         spec = chart(title, data, metric_axis(speed, log=True), metric_axis(ACCURACY, log=False),
-                     Layout(line=False, error="bar", size=Axis("peak memory", "bytes", log=True)))
+                     Layout(line=False, error="bar", size=Axis("peak memory", "bytes", log=True),
+                            levels=baseline_levels(rows, group)))
         figures.append(Figure("board", title, spec, caption + crowding_note(r["series"] for r in data)))
     return figures
 

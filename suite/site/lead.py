@@ -9,10 +9,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
+from suite import board as boards
 from suite.metrics import format_bytes
 from suite.modes import declared
 from suite.site import known, stats
-from suite.site.board import LRA_TASKS, Cell, Column, Row, board_tables
+from suite.site.board import LRA_TASKS, VARIANT_SIZES, Cell, Column, Row, board_tables
 from suite.site.figures import (
     FidelityHeadline,
     Figure,
@@ -26,7 +27,18 @@ from suite.site.figures import (
     sweep_groups,
     sweep_points,
 )
-from suite.site.rules import STATE_BAND, Knobs, equal_state_groups, exact_at, fastest, leaders, same_result
+from suite.site.rules import (
+    STATE_BAND,
+    WIDTH,
+    Knobs,
+    equal_state_groups,
+    exact_at,
+    fastest,
+    leaders,
+    optimisation_failed,
+    relation,
+    same_result,
+)
 from suite.site.runs import Run
 
 ASSUMED_TIME = (
@@ -72,17 +84,25 @@ RULES = {
         "A cell did not learn when every seed's test accuracy lies within the baseline's own sampling error on the "
         "test set (|accuracy − baseline| ≤ z·√(b(1 − b) / N), z the two-sided normal quantile at level "
         f"{stats.LEVEL}). Such a cell is listed apart, labelled, and never ranked."),
+    "OPTIMISATION_FAILED": (
+        "On recall, a cell says its optimisation failed (not its capacity) when every seed's final train loss "
+        "(metrics.final_train_loss) lies above ln(pairs), what spreading a guess evenly over the context's values "
+        "scores with no binding learnt, or when it did not learn (DID_NOT_LEARN) at some pairs while the same "
+        "configuration learned at more pairs on the same model and length: capacity only falls with more pairs."),
     "EXACT_AT_POINT": "A cell is exact attention at its point when its record's method.time_in_length is N^2, or "
                       "when its window (the method's resolved window option) is at least the point's sequence "
                       "length: such a window sees every key.",
     "SAME_RESULT": "Two cells whose runs measured the same test accuracy, steps and final loss at every seed are one "
                    "result: it is shown once, under the exact method where one is exact attention, with the other "
                    "named beside it.",
-    "EQUAL_STATE": "At the state-bound point (the recall point where the methods ran at the most state sizes), cells "
-                   "hold equal state when their recurrent states lie within 10% of the group's smallest "
-                   "(metrics.state_bytes, median of the cell's runs); each group is ranked by the ties rule, and each "
-                   "cell names what sets its state apart from its method's usual configuration (model width, "
-                   "feature count, window).",
+    "EQUAL_STATE": (
+        "At the state-bound point (the recall point where the methods ran at the most state sizes), cells hold "
+        "equal state when their recurrent states lie within 10% of the band's smallest (metrics.state_bytes, median "
+        "of the cell's runs); each band is ranked by the ties rule. A sentence compares two cells only inside one "
+        "band: its best sub-quadratic cell with its best exact one (the fastest solved, else the highest mean), by "
+        "the comparison test (TEST; two solved cells tie), each named with the knob that set its state (the "
+        "method's state axis on the board: model width, feature count, window). A band with no exact-attention "
+        "cell is named as such and compared with nothing."),
     "EQUAL_WIDTH": "At the state-bound point, the methods at one model width (d_model) with their other options as "
                    "usual, ranked by the ties rule: the comparison where the knob is the same for every method.",
     "KERNEL_CROSSOVER": "Per kernel record group: the length from which each method is faster than the faster of "
@@ -116,10 +136,27 @@ class Entry:
     exact: bool  # exact attention at its point (rules.exact_at), else sub-quadratic
     assumed: bool  # no run recorded method.time_in_length: ``exact`` follows known.is_exact's fallback
     same: tuple[str, ...] = ()  # rows whose cells are the same result (rules.same_result), shown here once
+    failed: str | None = None  # why its optimisation failed (rules.optimisation_failed), if it did
 
     @property
     def knobs(self) -> Knobs:
         return Knobs.of(self.row)
+
+    @property
+    def state_knob(self) -> str:
+        """The knob that set the cell's state, at the cell's value ('d_model=32', 'window=16'): its
+        method's state axis on the boards (suite/boards/*.yaml state_axes), else the model's width."""
+        key = next(iter(boards.smaller_states().get(self.row.method, {})), WIDTH)
+        values = {state_value(r, key) for r in self.cell.runs}
+        value = values.pop() if len(values) == 1 else None
+        return f"usual {key}" if value is None else f"{key}={value}"  # None: not recorded (records before resolved)
+
+    @property
+    def named(self) -> str:
+        """The cell as an equal-state sentence names it: its method with the knob that set its state
+        (and the rest of its variant): 'linear (d_model=64)'."""
+        parts = dict.fromkeys([self.state_knob, *filter(None, self.row.variant.split(", "))])
+        return f"{self.row.method} ({', '.join(parts)})"
 
     @property
     def width(self) -> int | None:
@@ -199,16 +236,25 @@ class Lead:
     assumed: bool  # some ranked entry relied on ASSUMED_TIME
 
 
-def entry(row: Row, column: Column) -> Entry:
+def state_value(run: Run, key: str) -> object:
+    """A run's value of a state knob: a model size (d_model, ...) or a method option as resolved."""
+    if key in VARIANT_SIZES:
+        return getattr(run.model.config.model, key, None)
+    resolved = run.record["method"].get("resolved") or {}
+    options = (run.model.config.method.options if run.model.config.method else None) or {}
+    return resolved.get(key, options.get(key))
+
+
+def entry(rows: list[Row], row: Row, column: Column) -> Entry:
     cell = row.cells[column]
     exact, assumed = exact_at(row, cell, column)
-    return Entry(row, cell, cell.median("state_bytes"), exact, assumed)
+    return Entry(row, cell, cell.median("state_bytes"), exact, assumed, failed=optimisation_failed(rows, row, column))
 
 
 def ranked(rows: list[Row], column: Column) -> list[Entry]:
     """The column's cells with two or more seeds, best mean first; cells that are one result
     (rules.same_result) once, under the exact method where one is exact, the others named."""
-    found = sorted((entry(r, column) for r in rows if column in r.cells and len(r.cells[column].values()) >= 2),
+    found = sorted((entry(rows, r, column) for r in rows if column in r.cells and len(r.cells[column].values()) >= 2),
                    key=lambda e: (-e.cell.mean(), not e.exact, known.method_rank(e.row.method), e.row.variant))
     kept: list[Entry] = []
     for e in found:
@@ -312,23 +358,33 @@ def lead(rows: list[Row], columns: list[Column], runs: list[Run]) -> Lead:
 
 
 def state_sentence(point: Column | None, groups: list[StateGroup]) -> Sentence | None:
-    """EQUAL_STATE: at each equal state holding both kinds, whether the best sub-quadratic cells tie
-    with exact attention, lead it or trail it."""
-    verdicts: dict[str, list[str]] = {"tie with": [], "lead": [], "trail": []}
+    """EQUAL_STATE: per equal-state band holding both kinds, how its best sub-quadratic cell stands
+    to its best exact cell (rules.relation), both named with the knob that set their state; the
+    bands without an exact cell are named as such, with no verdict."""
+    compared, alone = [], []
     for group in groups:
         cells = group.ranking.leaders + group.ranking.behind
-        if not any(e.exact for e in cells) or all(e.exact for e in cells):
-            continue
-        top = group.ranking.leaders
-        subs = [e.row.label for e in top if not e.exact]
-        verdict = ("tie with" if any(e.exact for e in top) else "lead") if subs else "trail"
-        size = format_bytes(group.low)
-        verdicts[verdict].append(f"{size} ({', '.join(subs)})" if subs else size)
-    parts = [f"{verdict} it at {' and '.join(found)}" for verdict, found in verdicts.items() if found]
-    if point is None or not parts:
+        size = format_bytes(group.low) + ("" if format_bytes(group.high) == format_bytes(group.low)
+                                          else f"-{format_bytes(group.high)}")
+        exact, sub = best_of([e for e in cells if e.exact]), best_of([e for e in cells if not e.exact])
+        if exact is None:
+            alone.append(size)
+        elif sub is not None:
+            compared.append(f"at {size}, {sub.named} {relation(sub.cell, exact.cell)} {exact.named}")
+    if point is None or not (compared or alone):
         return None
-    return Sentence("EQUAL_STATE", f"On {point.label}, at equal state, the best sub-quadratic cells "
-                    f"{', and '.join(parts).replace(' it at', ' exact attention at', 1)}.")
+    text = f"On {point.label}, at equal state: {'; '.join(compared)}." if compared else f"On {point.label}:"
+    if alone:
+        sizes = ", ".join(alone[:-1]) + (" or " if len(alone) > 1 else "") + alone[-1]
+        text += (f" No exact-attention cell holds {sizes}, so nothing there is compared with it." if compared else
+                 f" no exact-attention cell holds {sizes}, so nothing there is compared with it.")
+    return Sentence("EQUAL_STATE", text)
+
+
+def best_of(entries: list[Entry]) -> Entry | None:
+    """The best of some cells by the ties rule: the fastest solved one, else the highest mean."""
+    ranking = Ranking.of(entries)
+    return next(iter(ranking.fastest or ranking.leaders), None)
 
 
 def fidelity_sentence(found: FidelityHeadline | None) -> Sentence | None:

@@ -35,6 +35,7 @@ from suite.site.board import (
     ReferenceRow,
     Row,
     board_tables,
+    by_host,
     column_baselines,
     format_lr,
 )
@@ -43,7 +44,7 @@ from suite.site.curves import CurveCell, cell_href
 from suite.site.figures import FIDELITY_FEATURES, FidelityHeadline, Figure
 from suite.site.lead import ASSUMED_TIME, RULE_NOTE, RULES, Lead
 from suite.site.render import BUNDLE
-from suite.site.rules import STATE_BAND
+from suite.site.rules import STATE_BAND, optimisation_failed
 from suite.site.runs import Run, declared_metrics, install_lines, number, outside_method, reproduce_command
 
 SITE_DIR = Path(__file__).resolve().parent  # templates/, assets/, data/: package data of suite.site
@@ -177,10 +178,10 @@ def environment(site_dir: Path = SITE_DIR) -> jinja2.Environment:
         column_facts=column_facts, direction=direction, fmt=format_value, verdicts=VERDICTS,
         column_sublabel=column_sublabel, provenance_title=provenance_title, memory_text=memory_text,
         tier_title=tier_title,
-        curve_title=curve_title, cell_href=cell_href,
+        curve_title=curve_title, cell_href=cell_href, optimisation_failed=optimisation_failed, by_host=by_host,
         is_number=lambda v: number(v) is not None, is_table=is_table,
         table_columns=lambda items: list(dict.fromkeys(k for item in items for k in item)),
-        bundle=BUNDLE, charts=False, root="", citation=citation(),
+        bundle=BUNDLE, charts=False, root="", citation=citation(), lead_rules=RULES,
     )
     return env
 

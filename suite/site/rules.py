@@ -6,6 +6,7 @@ reads a cell at the point it ran, never a method's name or today's numbers."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from suite.site import known, stats
@@ -83,6 +84,41 @@ def fastest(cells: list[Cell]) -> list[Cell]:
     """SOLVED: among solved cells, the one with the fewest mean steps to the target and every cell
     the test cannot place behind it on steps (consistent as top_group is), fewest first."""
     return top_group([c for c in cells if c.solved()], lambda c: c.steps_estimate().mean, fewer_steps)
+
+
+def relation(a: Cell, b: Cell) -> str:
+    """How ``a`` stands to ``b`` on accuracy by the comparison test: 'leads', 'trails' or 'ties'
+    (two solved cells tie: SOLVED)."""
+    if a.solved() and b.solved():
+        return "ties"
+    if clearly_ahead(a, b):
+        return "leads"
+    return "trails" if clearly_ahead(b, a) else "ties"
+
+
+def optimisation_failed(rows: list[Row], row: Row, column: Column) -> str | None:
+    """OPTIMISATION_FAILED: why a recall cell's runs say its optimisation failed, not the method's
+    capacity, or None. Either every seed ended with a train loss above ln(pairs), worse than spreading
+    its guess evenly over the context's values, which needs no binding at all; or it did not learn
+    (DID_NOT_LEARN) at these pairs while the same configuration learned at more pairs on the same
+    model and length (in any of ``rows`` of the same method, variant, budget and tier: a row holds one
+    machine's runs): capacity falls with more pairs, so a curve that rises with them is the optimiser's."""
+    cell = row.cells.get(column)
+    if cell is None or not column.recall:
+        return None
+    losses = [r.metrics.get("final_train_loss") for r in cell.runs if r.status == "ok"]
+    floor = math.log(column.num_kv_pairs)
+    reasons = []
+    if losses and all(isinstance(x, (int, float)) and x > floor for x in losses):
+        reasons.append(f"train loss above ln({column.num_kv_pairs}) = {floor:.2f} on every seed")
+    siblings = [r for r in rows if (r.method, r.variant, r.budget, r.dtype, r.tier, r.origin) ==
+                (row.method, row.variant, row.budget, row.dtype, row.tier, row.origin)]
+    harder = sorted({c.num_kv_pairs for r in siblings for c, other in r.cells.items()
+                    if c.recall and (c.task, c.seq_len, c.model) == (column.task, column.seq_len, column.model)
+                    and c.num_kv_pairs > column.num_kv_pairs and other.verdict() == "above"})
+    if harder and cell.did_not_learn():
+        reasons.append(f"did not learn at {column.num_kv_pairs} pairs, yet learned at {', '.join(map(str, harder))}")
+    return "; ".join(reasons) or None
 
 
 def equal_state_groups(states: list[float]) -> list[list[float]]:
