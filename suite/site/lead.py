@@ -112,7 +112,9 @@ RULES = {
                 "map measured). The denominator error is shown first only where the map's normaliser estimates "
                 "softmax's (the method declares denominator_estimates_softmax).",
     "CITATION": "How to cite the suite and where its source lives: the repository's CITATION.cff (title, version, "
-                "date, authors, repository-code).",
+                "date, authors) and the repository's address, set once in pyproject.toml ([project.urls] Repository, "
+                "which CITATION.cff's repository-code repeats) or, built in a GitHub workflow, the workflow's "
+                "repository; every page links it.",
 }
 RULE_NOTE = ("Spread: ± one standard deviation over seeds, n seeds. A cell that is not clearly above its baseline "
              "(TEST) says so.")

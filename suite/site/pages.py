@@ -39,7 +39,7 @@ from suite.site.board import (
     column_baselines,
     format_lr,
 )
-from suite.site.citation import citation
+from suite.site.citation import citation, repository_url
 from suite.site.curves import CurveCell, cell_href
 from suite.site.figures import FIDELITY_FEATURES, FidelityHeadline, Figure
 from suite.site.lead import ASSUMED_TIME, RULE_NOTE, RULES, Lead
@@ -182,6 +182,7 @@ def environment(site_dir: Path = SITE_DIR) -> jinja2.Environment:
         is_number=lambda v: number(v) is not None, is_table=is_table,
         table_columns=lambda items: list(dict.fromkeys(k for item in items for k in item)),
         bundle=BUNDLE, charts=False, root="", citation=citation(), lead_rules=RULES,
+        repository=repository_url(),
     )
     return env
 
@@ -284,7 +285,9 @@ def board_page(env: jinja2.Environment, rows: list[Row], columns: list[Column], 
                   provenance_rule=PROVENANCE_RULE, tier_rule=TIER_RULE, hardware_rule=HARDWARE_RULE,
                   lead_rules=RULES, rule_note=RULE_NOTE, assumed_time=ASSUMED_TIME,
                   state_band=STATE_BAND, exact_method=known.reference_method(), no_state=NO_STATE,
-                  lra_source=reference.SOURCE, fidelity_features=FIDELITY_FEATURES, **page)
+                  lra_source=reference.SOURCE, fidelity_features=FIDELITY_FEATURES,
+                  papers=[(m, known.paper(m)) for m in sorted({r.method for r in rows}, key=known.method_rank)],
+                  **page)
 
 
 def curves_page(env: jinja2.Environment, column: Column, cells: list[tuple[CurveCell, Placed | None]],
