@@ -329,7 +329,8 @@ def test_setup_notes_are_shown_and_a_malformed_note_is_refused(tmp_path):
 def test_fidelity_headline_at_one_length_and_feature_count(tmp_path):
     page = build(tmp_path / "a", [train(), fidelity_record("favor")])
     table = section(page, "Fidelity to softmax")
-    assert "N = 1,024" in table and "nearest 256" in table and "mean over gaussian" in table
+    assert "N = 1,024" in table and "nearest 256" in table and "one table per input source" in table
+    assert '<table class="fidelity sortable"><caption>gaussian</caption>' in table
     favor = re.search(r'<th scope="row">favor</th>.*?</tr>', table, re.S).group(0)
     # 1 / sqrt(256), 2 / sqrt(256), 0.5 / sqrt(256): the denominator first, then the ranked columns
     cells = re.findall(r"<td[^>]*>([^<]*)</td>", favor)

@@ -230,15 +230,58 @@ def test_fidelity_ranks_maps_by_shared_errors_and_never_ranks_hedgehogs_denomina
             p["output_rel_error"]["mean"] *= scale
             p["attention_tv"]["mean"] *= scale
     headline = fidelity_headline(load_runs(write_all(tmp_path / "results", records))[0])
-    assert [(r.method, r.estimates_denominator) for r in headline.rows] == [
+    (scale,) = headline.scales
+    assert [(r.method, r.estimates_denominator) for r in scale.rows] == [
         ("hedgehog", False), ("favor", True), ("taylor", True)]
     page = build(tmp_path / "b", records + [train()])
     table = re.search(r'<table class="fidelity.*?</table>', page, re.S).group(0)
     hedgehog = re.search(r'<th scope="row">hedgehog</th>.*?</tr>', table, re.S).group(0)
     assert re.search(r'<td class="empty" data-value="" title="[^"]*">not an estimate of softmax', hedgehog)
     assert ">0.0625<" in re.search(r'<th scope="row">favor</th>.*?</tr>', table, re.S).group(0)
-    assert ("by output error the most faithful map is hedgehog and the least taylor" in page
-            and "hedgehog declares a normaliser of its own" in page)
+    assert ("by output error, per score scale (the spread of q·k/√D): at gaussian, hedgehog most, taylor least."
+            in page and "hedgehog declares a normaliser of its own" in page)
+
+
+def scaled_fidelity(method: str, errors: dict[str, float], capture: dict | None = None) -> dict:
+    """A fidelity record of one map at N = 1,024, d_phi = 256, one point per source with its output
+    error (and TV a fifth of it) and measured score std; captured sources name ``capture``'s model."""
+    record = fidelity_record(method)
+    record["metrics"]["points"] = [
+        {"method": method, "source": source, "source_kind": "captured" if "layer" in source else "synthetic",
+         "seq_len": 1024, "d_phi": 256, "score_std": 0.35 if "layer" in source else float(source.split("=")[1]),
+         "output_rel_error": {"mean": error}, "attention_tv": {"mean": error / 5},
+         "denominator_rel_error": {"mean": error / 2}} for source, error in errors.items()]
+    if capture:
+        record["task"]["capture_model"] = capture
+        record["config"]["budget"] = {"name": "small", "num_test": 200}
+    return record
+
+
+def test_fidelity_is_ranked_per_score_scale_and_never_on_a_model_that_did_not_learn(tmp_path):
+    # The board's records: Taylor is the most faithful on near-uniform scores (std 0.25) and on q and k of a
+    # ListOps model at 14.5% against a 16% baseline (std 0.35); at std 2 its output error is 0.80.
+    untrained = {"task": "listops", "test_accuracy": 0.145, "baseline_accuracy": 0.16, "steps": 120}
+    records = [scaled_fidelity("taylor", {"synthetic std=0.25": 0.01, "synthetic std=2": 0.80,
+                                          "listops layer 0": 0.02}, untrained),
+               scaled_fidelity("favor", {"synthetic std=0.25": 0.13, "synthetic std=2": 0.60,
+                                         "listops layer 0": 0.12}, untrained)]
+    headline = fidelity_headline(load_runs(write_all(tmp_path / "a", records))[0])
+    assert [(s.source, s.score_std, s.ranked, [r.method for r in s.rows]) for s in headline.scales] == [
+        ("synthetic std=0.25", 0.25, True, ["taylor", "favor"]), ("synthetic std=2", 2.0, True, ["favor", "taylor"]),
+        ("listops layer 0", 0.35, False, ["taylor", "favor"])]
+    text = lead([], [], load_runs(tmp_path / "a")[0]).summary[-1].text
+    assert text == (
+        "Fidelity at N = 1,024, by output error, per score scale (the spread of q·k/√D): at synthetic std=0.25, "
+        "taylor most, favor least; at synthetic std=2, favor most, taylor least. Not ranked: listops layer 0 "
+        "(captured from a listops model at 14.5% test accuracy against a 16.0% baseline, score std 0.35), queries "
+        "and keys of a model that did not learn (near-uniform attention, which any map approximates).")
+    # A model above its baseline by more than the sampling error of its 200 test examples (5.1 points) is ranked;
+    # one within it is not.
+    for accuracy, learned in ((0.30, True), (0.20, False)):
+        trained = dict(untrained, test_accuracy=accuracy)
+        records = [scaled_fidelity(m, {"listops layer 0": e}, trained) for m, e in (("taylor", 0.3), ("favor", 0.2))]
+        (scale,) = fidelity_headline(load_runs(write_all(tmp_path / str(accuracy), records))[0]).scales
+        assert scale.ranked is learned and scale.capture.examples == 200
 
 
 def write_all(root: Path, records: list[dict]) -> Path:

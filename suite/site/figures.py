@@ -35,6 +35,7 @@ from suite.site.board import (
     column_baselines,
     format_lr,
     verdict,
+    within_sampling_error,
 )
 from suite.site.charts import PALETTE, SHAPES, Axis, Layout, chart
 from suite.site.runs import Run, metric_for
@@ -625,29 +626,101 @@ class FidelityRow:
 
 
 @dataclass(frozen=True)
-class FidelityHeadline:
-    """The maps ranked by the comparable errors, at one length, over the sources every map measured."""
+class CaptureModel:
+    """The model a captured source's queries and keys came from, as the fidelity record names it
+    (task.capture_model): its test accuracy against its task's baseline on a test set of ``examples``."""
 
-    length: float
-    sources: list[str]
+    task: str
+    test_accuracy: float
+    baseline_accuracy: float
+    examples: int | None
+    steps: int | None
+
+    @property
+    def trained(self) -> bool:
+        """FIDELITY: whether the model learned, by the board's margin: its test accuracy above the
+        baseline's sampling error on its test set (board.within_sampling_error; no test size: any
+        accuracy above the baseline)."""
+        above = self.test_accuracy > self.baseline_accuracy
+        return above and not (self.examples and within_sampling_error(self.test_accuracy, self.baseline_accuracy,
+                                                                       self.examples))
+
+
+@dataclass(frozen=True)
+class FidelityScale:
+    """The maps ranked at one input source, so at one score scale (the spread of q·k/√D the source
+    gives: a synthetic std, or what a model's captured queries and keys give)."""
+
+    source: str
+    score_std: float | None  # the measured std of the scores, mean over the ranked points (None: not recorded)
+    capture: CaptureModel | None  # a captured source's model
     rows: list[FidelityRow]  # by output error, then attention TV: most faithful first
 
+    @property
+    def ranked(self) -> bool:
+        """Whether a ranking is stated here: not for queries and keys of a model that did not learn
+        (near-uniform attention, which any map approximates trivially)."""
+        return self.capture is None or self.capture.trained
+
+    @property
+    def name(self) -> str:
+        """The source as the fidelity sentence and table name it: with its measured score std, and for
+        a captured source its model's test accuracy against its baseline."""
+        std = "" if self.score_std is None else f"score std {self.score_std:.2g}"
+        if self.capture is None:
+            return self.source + (f" ({std})" if std and "std" not in self.source else "")
+        model = self.capture
+        return (f"{self.source} (captured from a {model.task} model at {100 * model.test_accuracy:.1f}% test "
+                f"accuracy against a {100 * model.baseline_accuracy:.1f}% baseline" + (f", {std}" if std else "") + ")")
+
+
+@dataclass(frozen=True)
+class FidelityHeadline:
+    """The maps ranked by the comparable errors at one length, per input source (score scale)."""
+
+    length: float
+    scales: list[FidelityScale]
+
     def not_estimates(self) -> list[str]:
-        return [r.method for r in self.rows if not r.estimates_denominator]
+        return list(dict.fromkeys(r.method for s in self.scales for r in s.rows if not r.estimates_denominator))
+
+
+def finite(value: Any) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) \
+        else None
+
+
+def capture_model(run: Run) -> CaptureModel | None:
+    """The record's capture model (task.capture_model), when it names its accuracy and baseline."""
+    found = run.record.get("task", {}).get("capture_model")
+    if not isinstance(found, dict):
+        return None
+    accuracy, baseline = finite(found.get("test_accuracy")), finite(found.get("baseline_accuracy"))
+    if accuracy is None or baseline is None:
+        return None
+    budget = (run.record.get("config") or {}).get("budget") or {}
+    examples, steps = budget.get("num_test"), found.get("steps")
+    return CaptureModel(str(found.get("task") or run.task), accuracy, baseline,
+                        examples if isinstance(examples, int) and examples > 0 else None,
+                        steps if isinstance(steps, int) else None)
 
 
 def fidelity_headline(runs: list[Run]) -> FidelityHeadline | None:
     """From each method's latest fidelity record: at the longest length every map measured, each
-    map's feature count nearest FIDELITY_FEATURES, the errors averaged over the input sources every
-    map measured there, ranked by output error then attention TV (FIDELITY rule); None without one."""
+    map's feature count nearest FIDELITY_FEATURES, per input source the maps that measured it there
+    ranked by output error then attention TV (FIDELITY rule); None without one."""
     points: dict[str, list] = {}  # map -> its points
     estimates: dict[str, bool] = {}
+    captures: dict[str, CaptureModel] = {}  # source -> its model, for captured sources
     for run in sorted((r for r in runs if r.kind == "fidelity" and r.status == "ok"), key=lambda r: r.created):
         found: dict[str, list] = {}
         for p in fidelity_points([run]):  # exact softmax's own points (d_phi null) are no map's
             if all(mean_of(getattr(p, name)) is not None for name in COMPARABLE_ERRORS):
                 found.setdefault(p.method, []).append(p)
                 estimates[p.method] = known.denominator_estimates_softmax(run.method)
+                model = capture_model(run)
+                if p.source_kind == "captured" and model is not None:
+                    captures[p.source] = model
         points.update(found)  # a later record of a method replaces an earlier one
     common = set.intersection(*({p.seq_len for p in pts} for pts in points.values())) if points else set()
     if not common:
@@ -658,16 +731,22 @@ def fidelity_headline(runs: list[Run]) -> FidelityHeadline | None:
         at_length = [p for p in pts if p.seq_len == length]
         features = min({p.d_phi for p in at_length}, key=lambda d: (abs(math.log(d / FIDELITY_FEATURES)), -d))
         chosen[method] = [p for p in at_length if p.d_phi == features]
-    sources = sorted(set.intersection(*({p.source for p in pts} for pts in chosen.values())))
-    if not sources:
-        return None
-    rows = []
-    for method, pts in chosen.items():
-        errors = {}
-        for name in (DENOMINATOR, *COMPARABLE_ERRORS):
-            values = [mean_of(getattr(p, name)) for p in pts if p.source in sources]
-            if values and None not in values:
-                errors[name] = sum(values) / len(values)
-        rows.append(FidelityRow(method, pts[0].d_phi, errors, estimates[method]))
-    rows.sort(key=lambda r: tuple(r.errors[name] for name in COMPARABLE_ERRORS))
-    return FidelityHeadline(length, sources, rows)
+    scales = []
+    for source in sorted({p.source for pts in chosen.values() for p in pts}):  # each ranks the maps that measured it
+        rows, stds = [], []
+        for method, pts in chosen.items():
+            mine = [p for p in pts if p.source == source]
+            if not mine:
+                continue
+            stds += [v for v in (finite((p.model_extra or {}).get("score_std")) for p in mine) if v is not None]
+            errors = {}
+            for name in (DENOMINATOR, *COMPARABLE_ERRORS):
+                values = [mean_of(getattr(p, name)) for p in mine]
+                if values and None not in values:
+                    errors[name] = sum(values) / len(values)
+            rows.append(FidelityRow(method, mine[0].d_phi, errors, estimates[method]))
+        rows.sort(key=lambda r: tuple(r.errors[name] for name in COMPARABLE_ERRORS))
+        scales.append(FidelityScale(source, statistics.fmean(stds) if stds else None, captures.get(source), rows))
+    # Synthetic scales by their spread, then the captured sources by name.
+    scales.sort(key=lambda s: (1, 0.0, s.source) if s.capture else (0, s.score_std or 0.0, s.source))
+    return FidelityHeadline(length, scales) if scales else None

@@ -107,10 +107,14 @@ RULES = {
                    "usual, ranked by the ties rule: the comparison where the knob is the same for every method.",
     "KERNEL_CROSSOVER": "Per kernel record group: the length from which each method is faster than the faster of "
                         "exact attention's implementations for good (suite.scaling.crossover, log-log).",
-    "FIDELITY": "Fidelity ranks maps by the errors that mean the same for every map: the output's relative error, "
-                "then the attention rows' total variation (means over queries and the input sources every ranked "
-                "map measured). The denominator error is shown first only where the map's normaliser estimates "
-                "softmax's (the method declares denominator_estimates_softmax).",
+    "FIDELITY": (
+        "Fidelity ranks maps per input source, so per score scale (synthetic scores of a set std, or queries and "
+        "keys captured from a trained softmax model, with that model's test accuracy and the scores' measured std "
+        "beside them), by the errors that mean the same for every map: the output's relative error, then the "
+        "attention rows' total variation (means over queries). A captured source whose model is not above its "
+        "baseline by the board's margin (the baseline's sampling error on its test set, DID_NOT_LEARN's) is shown "
+        "and not ranked: its attention is near uniform. The denominator error is shown first only where the map's "
+        "normaliser estimates softmax's (the method declares denominator_estimates_softmax)."),
     "CITATION": "How to cite the suite and where its source lives: the repository's CITATION.cff (title, version, "
                 "date, authors) and the repository's address, set once in pyproject.toml ([project.urls] Repository, "
                 "which CITATION.cff's repository-code repeats) or, built in a GitHub workflow, the workflow's "
@@ -390,14 +394,26 @@ def best_of(entries: list[Entry]) -> Entry | None:
 
 
 def fidelity_sentence(found: FidelityHeadline | None) -> Sentence | None:
-    """FIDELITY: the most and least faithful maps on the comparable errors, and which maps'
-    denominators are no estimate of softmax's."""
-    if found is None or len(found.rows) < 2:
+    """FIDELITY: per score scale, the most and least faithful maps on the output error (and on the
+    attention rows' total variation where it names others); captured sources of a model that did not
+    learn are named and not ranked; which maps' denominators are no estimate of softmax's."""
+    scales = [s for s in (found.scales if found else []) if len(s.rows) >= 2]
+    if not scales:
         return None
-    by_tv = sorted(found.rows, key=lambda r: r.errors["attention_tv"])
-    text = (f"Fidelity at N = {found.length:,.0f}: by output error the most faithful map is {found.rows[0].method} "
-            f"and the least {found.rows[-1].method} (by attention total variation: {by_tv[0].method}, "
-            f"{by_tv[-1].method}).")
+    parts, unranked = [], []
+    for scale in scales:
+        if not scale.ranked:
+            unranked.append(scale.name)
+            continue
+        by_tv = sorted(scale.rows, key=lambda r: r.errors["attention_tv"])
+        tv = ("" if (by_tv[0].method, by_tv[-1].method) == (scale.rows[0].method, scale.rows[-1].method) else
+              f" (by attention total variation: {by_tv[0].method}, {by_tv[-1].method})")
+        parts.append(f"at {scale.name}, {scale.rows[0].method} most, {scale.rows[-1].method} least{tv}")
+    text = f"Fidelity at N = {found.length:,.0f}, by output error, per score scale (the spread of q·k/√D)"
+    text += f": {'; '.join(parts)}." if parts else "."
+    if unranked:
+        text += (f" Not ranked: {' and '.join(unranked)}, queries and keys of a model that did not learn (near-"
+                 "uniform attention, which any map approximates).")
     others = found.not_estimates()
     if others:
         text += (f" {' and '.join(others)} declare a normaliser of their own, not an estimate of softmax's: their "
