@@ -93,6 +93,9 @@ class AttentionMethod(nn.Module):
     #: Whether the normaliser sum_j w_ij estimates softmax's sum_j exp(q.k/sqrt(D)); False where it has a
     #: scale of its own (the board then shows no denominator error of it among the estimates).
     denominator_estimates_softmax: ClassVar[bool] = True
+    #: The paper the method comes from, for the board: {"authors", "year", "title", "url"} as literals
+    #: (the site reads them from the source, never importing the method: suite/site/known.py).
+    paper: ClassVar[dict[str, Any] | None] = None
     #: How the time of the parallel form grows with the sequence length N: "N^2" (exact attention
     #: over the whole context), "N log N" or "N" (the substitutes). The board names the best
     #: sub-quadratic method of each point from it.

@@ -32,6 +32,8 @@ def test_citation_file_has_the_keys_cff_requires_and_matches_pyproject():
     project = pyproject()
     assert citation["version"] == project["version"] and citation["license"] == project["license"]["text"]
     dt.date.fromisoformat(citation["date-released"])  # a string in YYYY-MM-DD, as the schema wants
+    # The repository's address is set once, in pyproject.toml; CITATION.cff repeats it, or neither has one.
+    assert citation.get("repository-code") == (project.get("urls") or {}).get("Repository")
 
 
 def third_party_imports(folder: str) -> dict[str, str]:

@@ -19,7 +19,7 @@ from suite.site import build_site
 from suite.site.board import board_columns, board_rows
 from suite.site.build import SITE_DIR, SiteError
 from suite.site.charts import validate
-from suite.site.figures import board_figures
+from suite.site.figures import board_figures, pareto_figures
 from suite.site.render import static_svg
 from suite.site.runs import load_runs
 from tests.test_site import as_html, fidelity_record, rows_of, svg_texts
@@ -154,11 +154,14 @@ def test_cells_not_clearly_above_baseline_are_greyed_and_marked(tmp_path):
     records += [train("single", test=0.95, baseline=0.25)]
     page = build(tmp_path, records)
     near, clear, single = (row_html(page, m) for m in ("near", "clear", "single"))
-    assert 'class="greyed' in near and "≈ baseline" in near and "mean − 2·SE" in near
+    # The board's one test: (mean − baseline) over √(s² / n + p(1 − p) / N), N = 1,000 test examples;
+    # clear: 0.66 / √(0.01² / 3 + 0.91 · 0.09 / 1000) = 61.48 on Welch-Satterthwaite's 23.9 df.
+    assert 'class="greyed' in near and "≈ baseline" in near and "t = 0.55, df = 11.9, p ≥ 0.05" in near
     assert 'class="greyed' in single and "n=1: untested" in single and "n ≥ 2" in single
     assert "greyed" not in clear and "≈ baseline" not in clear and "untested" not in clear
-    assert "Clearly above baseline: mean − 2·SE = 89.8% &gt; baseline 25.0%" in clear
-    assert "mean − 2·SE &gt; baseline" in section(page, "How to read the board")  # the rule, in the notes
+    assert ("Clearly above baseline 25.0%: t = 61.48, df = 23.9, p &lt; 0.05 (Welch over 3 seeds plus the sampling "
+            "error of 1,000 test examples)") in clear
+    assert "test set&#39;s binomial sampling error added" in section(page, "How to read the board")  # the rule
 
 
 def test_budget_table_says_what_a_run_does(tmp_path):
@@ -327,7 +330,8 @@ def test_setup_notes_are_shown_and_a_malformed_note_is_refused(tmp_path):
 def test_fidelity_headline_at_one_length_and_feature_count(tmp_path):
     page = build(tmp_path / "a", [train(), fidelity_record("favor")])
     table = section(page, "Fidelity to softmax")
-    assert "N = 1,024" in table and "nearest 256" in table and "mean over gaussian" in table
+    assert "N = 1,024" in table and "nearest 256" in table and "one table per input source" in table
+    assert '<table class="fidelity sortable"><caption>gaussian</caption>' in table
     favor = re.search(r'<th scope="row">favor</th>.*?</tr>', table, re.S).group(0)
     # 1 / sqrt(256), 2 / sqrt(256), 0.5 / sqrt(256): the denominator first, then the ranked columns
     cells = re.findall(r"<td[^>]*>([^<]*)</td>", favor)
@@ -387,11 +391,50 @@ def test_data_a_reader_can_reuse(tmp_path):
     cells = json.loads((out / "cells.json").read_text())
     assert sorted((c["variant"], c["num_kv_pairs"], c["n"]) for c in cells) == [
         ("", 4, 3), ("", 8, 3), ("window=8", 4, 1)]
-    assert (out / "cells.csv").read_text().splitlines()[0].startswith("method,variant,budget,device,dtype,task")
+    assert (out / "cells.csv").read_text().splitlines()[0].startswith("method,variant,budget,device,dtype,host,task")
     variant = next(r for r in load_runs(tmp_path / "results")[0] if r.record["config"].get("cpu_threads") == 1)
     page = (out / variant.page).read_text()
     assert "<h1>sliding_window (window=8) on mqar (train, ok)</h1>" in page
     assert "cpu_threads=1" in page and "attention-suite repository" in page
+
+
+def test_speed_and_memory_come_from_one_host_named_in_the_caption(tmp_path):
+    """Rows of two hosts: every cost figure and table reads one host's rows and names it; cells.csv
+    and records.csv carry the host, the early stop, the steps to the target and the accuracy at each
+    evaluated length."""
+    lengths = [{"seq_len": 128, "num_kv_pairs": 8, "accuracy": 0.8, "baseline_accuracy": 0.125},
+               {"seq_len": 256, "num_kv_pairs": 16, "accuracy": 0.6, "baseline_accuracy": 0.0625}]
+    records = [train("softmax", seed=s, test=0.995, val=0.992, steps=800 + 100 * s, stopped=True, tokens=41e3)
+               for s in range(3)]
+    for record in records:
+        record["metrics"]["length_accuracy"] = lengths
+    records += [train("linear", seed=s, test=0.9, tokens=150e3) for s in range(3)]
+    for record in records[3:]:
+        record["env"]["device_name"] = "other cpu"
+    page = build(tmp_path, records)
+    assert re.findall(r'<table class="cost[^>]*><caption>([^<]*)</caption>', page) == [
+        "Recall: measured on other cpu", "Recall: measured on test cpu"]
+    rows = board_rows(load_runs(tmp_path / "results")[0])
+    columns = board_columns(rows)
+    cost = [f for f in board_figures(rows, columns) + pareto_figures(rows, columns)
+            if any(k in f.title for k in ("throughput", "tok/s", "peak memory"))]
+    assert len(cost) == 6  # per host: the cost figure, the Pareto speed and memory figures
+    for figure in cost:
+        host = "test cpu" if "on test cpu" in figure.title else "other cpu"
+        assert f"on {host}" in figure.title and f"on {host}" in figure.caption
+        assert figure.series() == (["softmax"] if host == "test cpu" else ["linear"])
+    out = tmp_path / "out"
+    cells = {c["method"]: c for c in csv.DictReader((out / "cells.csv").read_text().splitlines())}
+    assert (cells["softmax"]["host"], cells["softmax"]["solved"], cells["softmax"]["stopped_early"]) == (
+        "test cpu", "True", "3/3")
+    assert float(cells["softmax"]["steps_to_target"]) == 900 and float(cells["softmax"]["steps_to_target_std"]) == 100
+    assert [float(cells["softmax"][f"accuracy_at_{n}"]) for n in (128, 256)] == pytest.approx([0.8, 0.6])
+    assert (cells["linear"]["host"], cells["linear"]["solved"], cells["linear"]["steps_to_target"]) == (
+        "other cpu", "False", "")  # its fixture runs stop early without reaching the 99% target
+    runs = list(csv.DictReader((out / "records.csv").read_text().splitlines()))
+    softmax = {(r["hardware"], r["stopped_early"], r["steps_to_target"], r["accuracy_at_256"]) for r in runs
+               if r["method"] == "softmax"}
+    assert softmax == {("test cpu", "True", str(n), "0.6") for n in (800, 900, 1000)}
 
 
 def seeds_of(method: str, **kw) -> list[dict]:

@@ -28,6 +28,12 @@ class FavorAttention(FeatureMapAttention):
     """phi(x) = exp(w_r.x - |x|^2/2)/sqrt(m) on x = q/D^(1/4), so E[phi(q).phi(k)] = exp(q.k/sqrt(D))."""
 
     name = "favor"
+    paper = {
+        "authors": "K. Choromanski, V. Likhosherstov, D. Dohan, X. Song, A. Gane, T. Sarlos, P. Hawkins, et al.",
+        "year": 2021,
+        "title": "Rethinking Attention with Performers",
+        "url": "https://arxiv.org/abs/2009.14794",
+    }
     # num_features: None = round(D ln D). redraw_interval: 0 = one draw for the whole run (as Zoology's
     # Performer map); N = a fresh projection every N training steps (never in eval): each redraw swaps the
     # features the model reads. seed: seeds the random projection.

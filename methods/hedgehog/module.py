@@ -42,6 +42,12 @@ class HedgehogAttention(FeatureMapAttention):
     """o_i = sum_j (phi_q(q_i).phi_k(k_j)) v_j / sum_j phi_q(q_i).phi_k(k_j), phi the learned softmax pair."""
 
     name = "hedgehog"
+    paper = {
+        "authors": "M. Zhang, K. Bhatia, H. Kumbong, C. Ré",
+        "year": 2024,
+        "title": "The Hedgehog & the Porcupine: Expressive Linear Attentions with Softmax Mimicry",
+        "url": "https://arxiv.org/abs/2402.04347",
+    }
     # feature_dim: the width of W x + b, 2 * feature_dim features; None = head_dim (fla's square map).
     method_options = {**FeatureMapAttention.method_options, "feature_dim": None}
     fidelity_note = ("hedgehog: a learned map. Its weights have a fixed scale (each half of phi sums to 1, so "

@@ -16,6 +16,12 @@ from methods.registry import register
 @register
 class LinearAttention(FeatureMapAttention):
     name = "linear"
+    paper = {
+        "authors": "A. Katharopoulos, A. Vyas, N. Pappas, F. Fleuret",
+        "year": 2020,
+        "title": "Transformers are RNNs: Fast Autoregressive Transformers with Linear Attention",
+        "url": "https://arxiv.org/abs/2006.16236",
+    }
     fidelity_note = ("elu(x)+1 is not an approximation of exp at all: its denominator sums a different kernel, so "
                      "the denominator and numerator columns measure that change of kernel, not an estimation "
                      "error; attention TV and output error are the comparable columns.")

@@ -46,6 +46,12 @@ GATE_BIAS_INIT = math.log(255.0)
 @register
 class LogLinearAttention(AttentionMethod):
     name = "loglinear"
+    paper = {
+        "authors": "H. Guo, S. Yang, T. Goel, E. P. Xing, T. Dao, Y. Kim",
+        "year": 2025,
+        "title": "Log-Linear Attention",
+        "url": "https://arxiv.org/abs/2506.04761",
+    }
     time_in_length = "N log N"  # one state per Fenwick level, log N of them
     impls = ("naive", "chunk", "triton")
     cpu_default = "chunk"

@@ -22,6 +22,12 @@ class SlidingWindowAttention(AttentionMethod):
     keys i - window < j <= i; non-causal: |i - j| < window), scaled by 1/sqrt(D) as softmax is."""
 
     name = "sliding_window"
+    paper = {
+        "authors": "I. Beltagy, M. E. Peters, A. Cohan",
+        "year": 2020,
+        "title": "Longformer: The Long-Document Transformer",
+        "url": "https://arxiv.org/abs/2004.05150",
+    }
     impls = ("naive", "chunk", "flex")
     cpu_default = "chunk"
     # 64 keys: the small-window regime of Based's local attention (Arora et al. 2024), one tile

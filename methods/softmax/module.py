@@ -14,6 +14,12 @@ from methods.softmax.naive import softmax_attention
 @register
 class SoftmaxAttention(AttentionMethod):
     name = "softmax"
+    paper = {
+        "authors": "A. Vaswani, N. Shazeer, N. Parmar, J. Uszkoreit, L. Jones, A. N. Gomez, Ł. Kaiser, I. Polosukhin",
+        "year": 2017,
+        "title": "Attention Is All You Need",
+        "url": "https://arxiv.org/abs/1706.03762",
+    }
     impls = ("naive", "sdpa")
     cpu_default = "sdpa"
     time_in_length = "N^2"

@@ -27,6 +27,12 @@ class TaylorAttention(FeatureMapAttention):
     """
 
     name = "taylor"
+    paper = {
+        "authors": "S. Arora, S. Eyuboglu, M. Zhang, A. Timalsina, S. Alberti, D. Zinsley, J. Zou, A. Rudra, C. Ré",
+        "year": 2024,
+        "title": "Simple linear attention language models balance the recall-throughput tradeoff",
+        "url": "https://arxiv.org/abs/2402.18668",
+    }
     version = 2
     fidelity_note = ("taylor: 1 + s + s^2/2 equals exp(s) up to s^3/6, so its error grows with the score "
                      "temperature, not with d_phi; both d_phi rows (all D^2 products, or the symmetric half) "

@@ -15,7 +15,7 @@ from typing import Any
 from suite import board as boards
 from suite.modes import declared
 from suite.records import cell_key, select_lr
-from suite.site import known, reference
+from suite.site import known, reference, stats
 from suite.site.runs import Run, number, safe_name
 
 ACCURACY = declared("train")["test_accuracy"]
@@ -26,11 +26,13 @@ LRA_RULE = (
     "as in Tay et al. 2021; shown only when a row has all five."
 )
 CLEAR_RULE = (
-    "A cell is clearly above its baseline when mean − 2·SE > baseline, with SE = std / √n over n ≥ 2 "
-    "seeds. Any other cell is greyed and marked: n=1 is untested (one seed gives no spread), and a mean "
-    "within 2 SE of the baseline is ≈ baseline. On recall (MQAR) the baseline is 1 / key-value pairs, "
-    "what copying any value of the context scores without binding keys to values, not chance over "
-    "the vocabulary."
+    "A cell is clearly above its baseline when the board's comparison test (TEST, under the first screen) "
+    "finds its mean above the baseline: Welch's t over n ≥ 2 seeds with the test set's binomial sampling error "
+    "added. Any other cell is greyed and marked: n=1 is untested (one seed gives no spread), and a mean the test "
+    "cannot separate from the baseline is ≈ baseline. A cell whose every seed lies within the baseline's own "
+    "sampling error on the test set did not learn: it is shown apart and never ranked. On recall (MQAR) the "
+    "baseline is 1 / key-value pairs, what copying any value of the context scores without binding keys to "
+    "values, not chance over the vocabulary."
 )
 # What a cell's verdict says, beside its mean.
 # What the state axis says of a method without a recurrent form (its records' method.capabilities).
@@ -113,22 +115,22 @@ def column_of(run: Run) -> Column:
                   family if isinstance(family, str) else None)
 
 
-def lower_bound(values: list[float]) -> float | None:
-    """mean − 2·SE of ``values`` (one per seed); None with fewer than two."""
-    if len(values) < 2:
-        return None
-    return statistics.fmean(values) - 2 * statistics.stdev(values) / math.sqrt(len(values))
-
-
-def verdict(values: list[float], baseline: float | None) -> str:
-    """Accuracies (one per seed) against a baseline: 'above' (mean − 2·SE above it), 'baseline',
-    'untested' (n < 2) or 'no baseline'."""
+def verdict(values: list[float], baseline: float | None, examples: int | None) -> str:
+    """Accuracies (one per seed, on a test set of ``examples``) against a baseline: 'above' (the
+    comparison test finds the mean above it, stats.clearly_ahead), 'baseline', 'untested' (n < 2)
+    or 'no baseline'."""
     if baseline is None:
         return "no baseline"
-    bound = lower_bound(values)
-    if bound is None:
+    if len(values) < 2:
         return "untested"
-    return "above" if bound > baseline else "baseline"
+    return "above" if stats.clearly_ahead(stats.accuracy_estimate(values, examples), stats.Estimate((baseline,))) \
+        else "baseline"
+
+
+def within_sampling_error(value: float, baseline: float, examples: int) -> bool:
+    """Whether ``value`` lies within the baseline's own sampling error on ``examples`` test examples:
+    where a model that learned nothing lands by chance (two-sided, at stats.LEVEL)."""
+    return abs(value - baseline) <= stats.z_critical() * math.sqrt(stats.binomial_var(baseline, examples))
 
 
 @dataclass
@@ -160,9 +162,16 @@ class Cell:
         values = self.values(metric)
         return statistics.stdev(values) if len(values) >= 2 else None
 
-    def lower_bound(self) -> float | None:
-        """mean − 2·SE of the accuracy; None with fewer than two seeds."""
-        return lower_bound(self.values())
+    def test_size(self) -> int | None:
+        """The examples of the test split its ok runs were scored on (budget.num_test), when they agree."""
+        budgets = [r.model.config.budget for r in self.runs if r.status == "ok"]
+        sizes = {b.num_test if b else None for b in budgets}
+        size = sizes.pop() if len(sizes) == 1 else None
+        return size or None
+
+    def estimate(self) -> stats.Estimate:
+        """The accuracy as the comparison test reads it: seeds and the test set's sampling error."""
+        return stats.accuracy_estimate(self.values(), self.test_size())
 
     def baseline(self) -> float | None:
         """The accuracy the cell is read against: the mean of its runs' board baselines."""
@@ -171,7 +180,39 @@ class Cell:
 
     def verdict(self) -> str:
         """'above' (clearly above the baseline), 'baseline', 'untested' (n < 2) or 'no baseline'."""
-        return verdict(self.values(), self.baseline())
+        return verdict(self.values(), self.baseline(), self.test_size())
+
+    def did_not_learn(self) -> bool:
+        """DID_NOT_LEARN: every seed's accuracy lies within the baseline's sampling error on the test
+        set (two or more seeds, a baseline and a test size needed): nothing to rank."""
+        values, baseline, size = self.values(), self.baseline(), self.test_size()
+        return (len(values) >= 2 and baseline is not None and size is not None
+                and all(within_sampling_error(v, baseline, size) for v in values))
+
+    def solved(self) -> bool:
+        """SOLVED: every seed stopped at its budget's target (metrics.stopped_early) with a best
+        validation accuracy at or above it. Solved cells are tied on accuracy: what is left to
+        compare is how many steps they took to reach the target."""
+        runs = [r for r in self.runs if r.status == "ok"]
+        return bool(runs) and all(reached_target(r) for r in runs)
+
+    def length_points(self) -> dict[int, list[dict]]:
+        """Per longer test length its ok runs were scored at (metrics.length_accuracy), one point per
+        run: {seq_len, num_kv_pairs, accuracy, baseline_accuracy}."""
+        found: dict[int, list[dict]] = {}
+        for run in (r for r in self.runs if r.status == "ok"):
+            for point in run.record["metrics"].get("length_accuracy") or []:
+                found.setdefault(point["seq_len"], []).append(point)
+        return dict(sorted(found.items()))
+
+    def steps_estimate(self) -> stats.Estimate:
+        """Steps to the target over seeds, as the comparison test reads them: the step of the
+        evaluation that first met the target is known to within the evaluation interval (the target
+        was crossed somewhere in it: a uniform variance of interval² / 12 per seed)."""
+        runs = [r for r in self.runs if r.status == "ok"]
+        intervals = [number((r.record["config"].get("budget") or {}).get("eval_every")) or 0.0 for r in runs]
+        known = sum(i * i / 12 for i in intervals) / len(runs) ** 2 if runs else 0.0
+        return stats.Estimate(tuple(float(r.metric("steps")) for r in runs), known)
 
     def state_not_applicable(self) -> bool:
         """Whether the cell's method has no recurrent form (``Run.stateless``): no state size to show."""
@@ -228,6 +269,16 @@ class Cell:
             if by_source.get(source):
                 return statistics.median(by_source[source]), source
         return None, None
+
+
+def reached_target(run: Run) -> bool:
+    """Whether the run stopped early at its budget's target: stopped_early, and its best validation
+    accuracy and step count recorded with the accuracy at or above the target."""
+    budget = run.model.config.budget
+    target = budget.target_val_accuracy if budget else None
+    best = run.metric("val_accuracy")
+    return (stopped_early(run) is True and target is not None and best is not None and best >= target
+            and run.metric("steps") is not None)
 
 
 def ran_budget(run: Run) -> bool:
@@ -469,6 +520,15 @@ def variants(runs: list[Run]) -> dict[int, str]:
             labels[id(run)] = ", ".join(f"{k}={own.get(k)}" for k in sorted(usual)
                                         if repr(own.get(k)) != usual[k])
     return labels
+
+
+def by_host(rows: list[Row]) -> list[tuple[str, list[Row]]]:
+    """The rows per host (Row.hardware: the device model and thread count), by name: a speed or
+    memory figure or table reads one host's rows, so no number sits beside another machine's."""
+    hosts: dict[str, list[Row]] = {}
+    for row in rows:
+        hosts.setdefault(row.hardware, []).append(row)
+    return sorted(hosts.items())
 
 
 def board_rows(runs: list[Run]) -> list[Row]:

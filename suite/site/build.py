@@ -136,7 +136,7 @@ def write_site(runs: list[Run], problems: list[str], out_dir: Path, site_dir: Pa
         copy_record(run, out_dir)
     write("records.json", json.dumps([r.record for r in runs], indent=1, default=str) + "\n")
     write("records.csv", records_csv(runs))
-    write("cells.csv", table_csv(downloads.CELL_COLUMNS, downloads.cells(rows)))
+    write("cells.csv", table_csv(downloads.cell_columns(rows), downloads.cells(rows)))
     write("cells.json", downloads.cells_json(rows))
     write(MARKER, "built by python -m suite.site; rebuilt whole on each build\n")
 
@@ -279,7 +279,9 @@ def records_csv(runs: list[Run]) -> str:
     every method option), then every scalar metric (declared train metrics first); each column once."""
     declared = list(declared_metrics("train"))
     options = downloads.option_names(runs)
-    fixed = [*CSV_FIELDS, *downloads.CELL_FIELDS, *(f"method.{name}" for name in options)]  # method.seed: not the run's
+    derived = downloads.run_columns(runs)
+    fixed = [*CSV_FIELDS, *downloads.CELL_FIELDS, *(f"method.{name}" for name in options),  # method.seed: not the run's
+             *derived]
     scalars = {k for r in runs for k, v in r.metrics.items() if isinstance(v, (str, int, float, bool))} - set(fixed)
     metric_columns = [n for n in declared if n in scalars] + sorted(scalars - set(declared))
     buffer = io.StringIO()
@@ -290,11 +292,12 @@ def records_csv(runs: list[Run]) -> str:
                     run.dtype, run.seed, run.created, run.model.env.git_commit, run.config_hash,
                     run.source.as_posix(), run.tier, run.hardware, run.added)
         values = [run.metrics.get(n) for n in metric_columns]
-        writer.writerow([csv_cell(v) for v in (*identity, *downloads.cell_values(run, options), *values)])
+        writer.writerow([csv_cell(v) for v in (*identity, *downloads.cell_values(run, options),
+                                               *downloads.run_values(run, derived), *values)])
     return buffer.getvalue()
 
 
-def table_csv(columns: tuple[str, ...], rows: list[dict]) -> str:
+def table_csv(columns: list[str], rows: list[dict]) -> str:
     """``rows`` (dicts) as CSV under ``columns``."""
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")

@@ -119,6 +119,7 @@ class Layout:
     frontier: list[dict] = field(default_factory=list)  # rows of the Pareto frontier, joined by a dashed line
     markers: list[dict] = field(default_factory=list)  # {x, series, label}: a vertical line each
     levels: list[dict] = field(default_factory=list)  # {y, label}: a grey dashed horizontal line each (a baseline)
+    baseline: list[dict] = field(default_factory=list)  # {x, y, label}: a grey dashed line through them (by x)
     dashes: bool = False  # one dash pattern per implementation (rows' impl)
 
 
@@ -143,9 +144,9 @@ def chart(title: str, rows: list[dict], x: Axis, y: Axis, layout: Layout, *, sub
     ``hollow``, ``impl`` where the layout uses them) plus ``tip`` text; ``failed`` rows
     (``series``, ``x``, ``tip``) are crosses on the top edge."""
     domain, colours, shapes = styles([r["series"] for r in (*rows, *failed)])
-    xs = [r["x"] for r in (*rows, *failed, *layout.markers)]
+    xs = [r["x"] for r in (*rows, *failed, *layout.markers, *layout.baseline)]
     ys = [v for r in rows for v in (r["y"], r.get("lo"), r.get("hi")) if v is not None]
-    ys += [r["y"] for r in layout.levels]
+    ys += [r["y"] for r in (*layout.levels, *layout.baseline)]
     x_scale, x_axis = scale_and_axis(x, xs)
     y_scale, y_axis = scale_and_axis(y, ys)
     legend = alt.Legend(title=None, symbolLimit=0, labelLimit=360, orient="right", symbolOpacity=1)
@@ -204,6 +205,10 @@ def chart(title: str, rows: list[dict], x: Axis, y: Axis, layout: Layout, *, sub
         layers.append(alt.Chart(alt.Data(values=layout.levels)).mark_rule(
             color="#8b949e", strokeDash=[4, 4], strokeWidth=1.5).encode(
             enc_y, tooltip=alt.Tooltip("label:N", title="level")))
+    if layout.baseline:
+        layers.append(alt.Chart(alt.Data(values=layout.baseline)).mark_line(
+            color="#8b949e", strokeDash=[4, 4], strokeWidth=1.5, point=True).encode(
+            enc_x, enc_y, order="x:Q", tooltip=alt.Tooltip("label:N", title="baseline")))
     if layout.markers:
         layers.append(alt.Chart(alt.Data(values=layout.markers)).mark_rule(strokeDash=[3, 3], strokeWidth=1.5).encode(
             enc_x, colour, opacity=shown(), tooltip=alt.Tooltip("label:N", title="crossover")))

@@ -4,9 +4,10 @@ the board's aggregated cells (cells.csv, cells.json), one row per cell as the bo
 from __future__ import annotations
 
 import json
+import statistics
 from typing import Any
 
-from suite.site.board import Row
+from suite.site.board import Row, reached_target
 from suite.site.runs import Run
 
 # What places a run in its cell beside method, task and budget: the model, its width, the learning
@@ -34,23 +35,63 @@ def cell_values(run: Run, options: list[str]) -> list[Any]:
             task.num_kv_pairs, *(own.get(name) for name in options)]
 
 
-CELL_COLUMNS = ("method", "variant", "budget", "device", "dtype", "task", "seq_len", "num_kv_pairs", "model", "lr",
-                "n", "mean", "std", "baseline", "verdict", "curves", "state_bytes", "train_tokens_per_s",
+CELL_COLUMNS = ("method", "variant", "budget", "device", "dtype", "host", "task", "seq_len", "num_kv_pairs", "model",
+                "lr", "n", "mean", "std", "baseline", "verdict", "did_not_learn", "solved", "stopped_early",
+                "steps_to_target", "steps_to_target_std", "curves", "state_bytes", "train_tokens_per_s",
                 "peak_memory_bytes", "run_ids")
 
 
+def accuracy_column(length: int) -> str:
+    """The column of the test accuracy at a longer evaluated length (metrics.length_accuracy)."""
+    return f"accuracy_at_{length}"
+
+
+def length_columns(lengths) -> list[str]:
+    return [accuracy_column(n) for n in sorted(set(lengths))]
+
+
+def cell_columns(rows: list[Row]) -> list[str]:
+    """cells.csv's columns: CELL_COLUMNS, then the mean accuracy at each longer length any cell was scored at."""
+    return [*CELL_COLUMNS, *length_columns(n for row in rows for cell in row.cells.values()
+                                           for n in cell.length_points())]
+
+
 def cells(rows: list[Row]) -> list[dict[str, Any]]:
-    """Every cell of the board as its table shows it: its configuration, mean and spread over seeds,
-    baseline and verdict, what its curves say, its median costs, and the runs it averages."""
+    """Every cell of the board as its table shows it: its configuration and host, mean and spread over
+    seeds, baseline and verdicts, how many seeds stopped early at the target and their steps to it
+    (where every seed did: solved), what its curves say, its median costs, the mean accuracy at each
+    longer evaluated length, and the runs it averages."""
     found = []
     for row in rows:
         for column, cell in row.cells.items():
+            solved = cell.solved()
+            steps = cell.values("steps") if solved else []
+            ok = [r for r in cell.runs if r.status == "ok"]
             found.append(dict(zip(CELL_COLUMNS, (
-                row.method, row.variant, row.budget, row.device, row.dtype, column.task, column.seq_len,
+                row.method, row.variant, row.budget, row.device, row.dtype, row.hardware, column.task, column.seq_len,
                 column.num_kv_pairs, column.model, cell.lr, len(cell.values()), cell.mean(), cell.spread(),
-                cell.baseline(), cell.verdict(), cell.curve_mark(), cell.median("state_bytes"),
-                cell.median("train_tokens_per_s"), cell.memory()[0], " ".join(r.run_id for r in cell.runs)))))
+                cell.baseline(), cell.verdict(), cell.did_not_learn(), solved,
+                f"{sum(map(reached_target, ok))}/{len(ok)}", statistics.fmean(steps) if steps else None,
+                statistics.stdev(steps) if len(steps) >= 2 else None, cell.curve_mark(),
+                cell.median("state_bytes"), cell.median("train_tokens_per_s"), cell.memory()[0],
+                " ".join(r.run_id for r in cell.runs)))) | {
+                accuracy_column(n): statistics.fmean(p["accuracy"] for p in points)
+                for n, points in cell.length_points().items()})
     return found
+
+
+def run_columns(runs: list[Run]) -> list[str]:
+    """What records.csv adds to a run's own fields: its steps to the target (where it stopped early at
+    it) and its test accuracy at each longer evaluated length."""
+    return ["steps_to_target", *length_columns(p["seq_len"] for r in runs if r.kind == "train"
+                                               for p in r.metrics.get("length_accuracy") or [])]
+
+
+def run_values(run: Run, columns: list[str]) -> list[Any]:
+    """The run's values of ``run_columns``."""
+    steps = run.metric("steps") if run.kind == "train" and reached_target(run) else None
+    lengths = {accuracy_column(p["seq_len"]): p["accuracy"] for p in run.metrics.get("length_accuracy") or []}
+    return [steps, *(lengths.get(c) for c in columns[1:])]
 
 
 def cells_json(rows: list[Row]) -> str:

@@ -23,7 +23,20 @@ from suite.metrics import Metric, format_bytes, format_value
 from suite.modes import declared, sweep_layout
 from suite.schema import Statistics
 from suite.site import known
-from suite.site.board import ACCURACY, NO_STATE, RECALL_FAMILIES, VERDICTS, Cell, Column, Row, format_lr, verdict
+from suite.site.board import (
+    ACCURACY,
+    NO_STATE,
+    RECALL_FAMILIES,
+    VERDICTS,
+    Cell,
+    Column,
+    Row,
+    by_host,
+    column_baselines,
+    format_lr,
+    verdict,
+    within_sampling_error,
+)
 from suite.site.charts import PALETTE, SHAPES, Axis, Layout, chart
 from suite.site.runs import Run, metric_for
 
@@ -36,7 +49,9 @@ MAX_FIDELITY_SERIES = 10  # beyond this, a fidelity figure keeps one line per me
 FIDELITY_FEATURES = 256  # the fidelity headline's feature count: each method's nearest measured one
 SWEEP_UNITS = ("s", "bytes")  # kernel and decode figures: time and memory
 NOT_PLOTTED = ("skipped",)  # a point never attempted is not a failure to mark
-HOLLOW = "Hollow markers: not clearly above baseline (n=1, or mean − 2·SE ≤ baseline)."
+HOLLOW = ("Hollow markers: not clearly above baseline (n=1, or the comparison test cannot separate it from the "
+          "baseline).")
+BASELINE = "Grey dashed: the baseline, what a model that learned nothing scores (hover it for which)."
 LEGEND = "Hover a point for its values; click a legend entry to show that series alone (shift-click: more)."
 
 
@@ -60,6 +75,16 @@ def metric_axis(metric: Metric, log: bool) -> Axis:
     unit = {"fraction": "fraction", "bytes": "bytes", "s": "s"}.get(metric.unit, "")
     shown = "%" if metric.unit == "fraction" else metric.unit  # a fraction's ticks are written in percent
     return Axis(f"{metric.label} ({shown})", unit, log=log or metric.unit == "bytes")
+
+
+def baseline_levels(rows: list[Row], columns: list[Column]) -> list[dict]:
+    """The baselines of ``columns`` as horizontal lines ({y, label}), one per distinct accuracy: every
+    accuracy figure draws what learning nothing scores beside what was learnt."""
+    found = column_baselines(rows)
+    levels: dict[float, list[str]] = {}
+    for column in (c for c in columns if c in found):
+        levels.setdefault(found[column].accuracy, []).append(f"{column.label}: {found[column].name}")
+    return [{"y": y, "label": f"{format_value(ACCURACY, y)}, " + "; ".join(labels)} for y, labels in levels.items()]
 
 
 def compact_count(n: float) -> str:
@@ -92,16 +117,17 @@ def by_device_and_budget(rows: list[Row]) -> dict[tuple[str, str], list[Row]]:
 def cell_row(series: str, x: float, x_text: str, cell: Cell, where: str, size: float | None = None) -> dict:
     """A cell's mean accuracy at ``x`` with ± one standard deviation over seeds; hollow unless
     clearly above its baseline."""
-    return accuracy_row(series, x, x_text, cell.values(), cell.baseline(), cell.lr, where, size)
+    return accuracy_row(series, x, x_text, cell.values(), cell.baseline(), cell.test_size(), cell.lr, where, size)
 
 
 def accuracy_row(series: str, x: float, x_text: str, values: list[float], baseline: float | None,
-                 lr: float | None, where: str, size: float | None = None) -> dict:
-    """One point of an accuracy figure: the mean of ``values`` (one per seed) at ``x`` with ± one
-    standard deviation; hollow unless clearly above ``baseline``; ``where`` opens its tooltip."""
+                 examples: int | None, lr: float | None, where: str, size: float | None = None) -> dict:
+    """One point of an accuracy figure: the mean of ``values`` (one per seed, on ``examples`` test
+    examples) at ``x`` with ± one standard deviation; hollow unless clearly above ``baseline``;
+    ``where`` opens its tooltip."""
     mean = statistics.fmean(values)
     spread = statistics.stdev(values) if len(values) >= 2 else None
-    judged = verdict(values, baseline)
+    judged = verdict(values, baseline, examples)
     rate = "" if lr is None else f", lr {format_lr(lr)}"
     row = {"series": series, "x": x, "y": mean, "x_text": x_text,
            "y_text": format_value(ACCURACY, mean) + ("" if spread is None else f" ± {100 * spread:.1f}"),
@@ -131,14 +157,15 @@ def pareto_front(points: Sequence[tuple[float, float]], x_better: str, y_better:
 # -- Pareto -----------------------------------------------------------------------------------------
 
 def pareto_figures(rows: list[Row], columns: list[Column]) -> list[Figure]:
-    """Per board point, device and budget: mean test accuracy against mean throughput, then memory."""
+    """Per board point, device, budget and host: mean test accuracy against mean throughput, then memory."""
     figures = []
     for column in columns:
         for (device, budget), group in by_device_and_budget(rows).items():
-            for x_metric in (declared("train")["train_tokens_per_s"], declared("train")["peak_memory_bytes"]):
-                figure = _pareto_figure(group, column, f"{budget} budget, {device}", x_metric)
-                if figure:
-                    figures.append(figure)
+            for host, found in by_host(group):
+                for x_metric in (declared("train")["train_tokens_per_s"], declared("train")["peak_memory_bytes"]):
+                    figure = _pareto_figure(found, column, f"{budget} budget, {device}, on {host}", x_metric)
+                    if figure:
+                        figures.append(figure)
     return figures
 
 
@@ -181,8 +208,8 @@ def _pareto_figure(rows: list[Row], column: Column, where: str, x_metric: Metric
                     "cell's runs." + old_memory_note([r.cells[column] for r in rows if column in r.cells]))
     title = f"{column.label}, {where}: {ACCURACY.label} vs {x_metric.label}"
     spec = chart(title, data, metric_axis(x_metric, log=True), metric_axis(ACCURACY, log=False),
-                 Layout(line=False, frontier=frontier))
-    return Figure("train", title, spec, caption + crowding_note(r["series"] for r in data))
+                 Layout(line=False, frontier=frontier, levels=baseline_levels(rows, [column])))
+    return Figure("train", title, spec, f"{caption} {BASELINE}" + crowding_note(r["series"] for r in data))
 
 
 # -- the board's figures: recall (MQAR), accuracy against state size, accuracy against cost ----------
@@ -204,7 +231,8 @@ def board_figures(rows: list[Row], columns: list[Column]) -> list[Figure]:
         figures += recall_figures(usual, columns, where)
         figures += state_figures(group, columns, where)
         figures += length_figures(usual, columns, where)
-        figures += cost_figures(usual, columns, where)
+        for host, found in by_host(usual):  # speed and memory: one host per figure
+            figures += cost_figures(found, columns, f"{where}, on {host}")
     return figures
 
 
@@ -215,19 +243,20 @@ def length_figures(rows: list[Row], columns: list[Column], where: str) -> list[F
     figures = []
     for column in recall_points(columns):
         data = []
+        trained = column_baselines(rows).get(column)
+        floor = {column.seq_len: (trained.accuracy, trained.name)} if trained else {}  # the baseline by length
         for row in (r for r in rows if column in r.cells and r.cells[column].mean() is not None):
             cell = row.cells[column]
-            longer: dict[int, list[dict]] = {}
-            for run in (r for r in cell.runs if r.status == "ok"):
-                for found in run.record["metrics"].get("length_accuracy") or []:
-                    longer.setdefault(found["seq_len"], []).append(found)
+            longer = cell.length_points()
             if not longer:
                 continue
             data.append(cell_row(row.method, column.seq_len, f"{column.seq_len} tokens (trained)", cell, column.label))
             for length, found in sorted(longer.items()):
                 pairs, baseline = found[0].get("num_kv_pairs"), found[0].get("baseline_accuracy")
+                if baseline is not None:
+                    floor[length] = (baseline, f"1 / {pairs} pairs" if pairs else "recorded")
                 data.append(accuracy_row(row.method, length, f"{length} tokens, {pairs} pairs",
-                                         [f["accuracy"] for f in found], baseline, cell.lr,
+                                         [f["accuracy"] for f in found], baseline, cell.test_size(), cell.lr,
                                          f"{column.label}, tested at {length} tokens"))
         if not data:
             continue
@@ -235,9 +264,11 @@ def length_figures(rows: list[Row], columns: list[Column], where: str) -> list[F
         caption = (f"{ACCURACY.label} of the same weights at the trained length ({column.seq_len} tokens) and at "
                    f"longer test lengths with as many key-value pairs per token (evaluation only; the hybrid has no "
                    f"position embeddings), each method at its default state and chosen rate, on {column.label} "
-                   f"({where}); log x. Bars: ± one standard deviation over seeds. {HOLLOW} {LEGEND}")
+                   f"({where}); log x. Bars: ± one standard deviation over seeds. {HOLLOW} {BASELINE} {LEGEND}")
+        baseline = [{"x": x, "y": y, "label": f"{format_value(ACCURACY, y)} at {x} tokens: {name}"}
+                    for x, (y, name) in sorted(floor.items())]
         spec = chart(title, data, Axis("test length", "tokens", log=True), metric_axis(ACCURACY, log=False),
-                     Layout(line=True, error="bar"))
+                     Layout(line=True, error="bar", baseline=baseline))
         figures.append(Figure("board", title, spec, caption + crowding_note(r["series"] for r in data)))
     return figures
 
@@ -265,9 +296,13 @@ def family_recall_figures(label: str, columns: list[Column], rows: list[Row], wh
         title = f"{label}: {ACCURACY.label} vs key-value pairs{on}, {where}"
         caption = (f"{ACCURACY.label} on {label} against the number of key-value pairs to recall{on} ({where}); "
                    f"board points (length·pairs): {', '.join(f'{c.seq_len}·{c.num_kv_pairs}' for c in points)}. "
-                   f"Band: ± one standard deviation over seeds. {HOLLOW} {LEGEND}")
+                   f"Band: ± one standard deviation over seeds. {HOLLOW} {BASELINE} {LEGEND}")
+        found = column_baselines(rows)
+        floor = {c.num_kv_pairs: found[c] for c in points if c in found}  # 1 / pairs: one per x
+        baseline = [{"x": x, "y": b.accuracy, "label": f"{format_value(ACCURACY, b.accuracy)} at {x} pairs: {b.name}"}
+                    for x, b in sorted(floor.items())]
         spec = chart(title, data, Axis("key-value pairs", "count", log=True), metric_axis(ACCURACY, log=False),
-                     Layout(line=one_per_x, error="band" if one_per_x else "bar"))
+                     Layout(line=one_per_x, error="band" if one_per_x else "bar", baseline=baseline))
         figures.append(Figure("board", title, spec, caption + crowding_note(r["series"] for r in data)))
     return figures
 
@@ -291,11 +326,12 @@ def state_figures(rows: list[Row], columns: list[Column], where: str) -> list[Fi
         title = f"{column.label}: {ACCURACY.label} vs state size, {where}"
         caption = (f"{ACCURACY.label} against the bytes of each method's recurrent state per sequence "
                    f"(exact attention: its KV cache) on {column.label} ({where}); log x. A method run at several state "
-                   f"sizes has a point for each. Bars: ± one standard deviation over seeds. {HOLLOW} {LEGEND}")
+                   f"sizes has a point for each. Bars: ± one standard deviation over seeds. {HOLLOW} {BASELINE} "
+                   f"{LEGEND}")
         if stateless:
             caption += f" Not on it: {', '.join(stateless)} (state size {NO_STATE})."
         spec = chart(title, data, Axis("state size", "bytes", log=True), metric_axis(ACCURACY, log=False),
-                     Layout(error="bar"))
+                     Layout(error="bar", levels=baseline_levels(rows, [column])))
         figures.append(Figure("board", title, spec, caption + crowding_note(r["series"] for r in data)))
     return figures
 
@@ -332,13 +368,14 @@ def cost_figures(rows: list[Row], columns: list[Column], where: str) -> list[Fig
         caption = (f"{ACCURACY.label} against train tokens/s (median over the cell's runs) on "
                    f"{', '.join(c.label for c in group)} ({where}), as in LRA's Figure 3. Marker area is "
                    f"proportional to the run's own peak memory ({sizes}); the whole process's peak of older "
-                   f"records is never used. Bars: ± one standard deviation over seeds. {HOLLOW} {LEGEND}")
+                   f"records is never used. Bars: ± one standard deviation over seeds. {HOLLOW} {BASELINE} {LEGEND}")
         if unsized:
             caption += f" {unsized} point(s) without the run's own memory are drawn at the smallest size."
         if len(group) > 1:
             caption += f" Each method has one point per {label} board point (hover a point for which)."
         spec = chart(title, data, metric_axis(speed, log=True), metric_axis(ACCURACY, log=False),
-                     Layout(line=False, error="bar", size=Axis("peak memory", "bytes", log=True)))
+                     Layout(line=False, error="bar", size=Axis("peak memory", "bytes", log=True),
+                            levels=baseline_levels(rows, group)))
         figures.append(Figure("board", title, spec, caption + crowding_note(r["series"] for r in data)))
     return figures
 
@@ -589,29 +626,101 @@ class FidelityRow:
 
 
 @dataclass(frozen=True)
-class FidelityHeadline:
-    """The maps ranked by the comparable errors, at one length, over the sources every map measured."""
+class CaptureModel:
+    """The model a captured source's queries and keys came from, as the fidelity record names it
+    (task.capture_model): its test accuracy against its task's baseline on a test set of ``examples``."""
 
-    length: float
-    sources: list[str]
+    task: str
+    test_accuracy: float
+    baseline_accuracy: float
+    examples: int | None
+    steps: int | None
+
+    @property
+    def trained(self) -> bool:
+        """FIDELITY: whether the model learned, by the board's margin: its test accuracy above the
+        baseline's sampling error on its test set (board.within_sampling_error; no test size: any
+        accuracy above the baseline)."""
+        above = self.test_accuracy > self.baseline_accuracy
+        return above and not (self.examples and within_sampling_error(self.test_accuracy, self.baseline_accuracy,
+                                                                       self.examples))
+
+
+@dataclass(frozen=True)
+class FidelityScale:
+    """The maps ranked at one input source, so at one score scale (the spread of q·k/√D the source
+    gives: a synthetic std, or what a model's captured queries and keys give)."""
+
+    source: str
+    score_std: float | None  # the measured std of the scores, mean over the ranked points (None: not recorded)
+    capture: CaptureModel | None  # a captured source's model
     rows: list[FidelityRow]  # by output error, then attention TV: most faithful first
 
+    @property
+    def ranked(self) -> bool:
+        """Whether a ranking is stated here: not for queries and keys of a model that did not learn
+        (near-uniform attention, which any map approximates trivially)."""
+        return self.capture is None or self.capture.trained
+
+    @property
+    def name(self) -> str:
+        """The source as the fidelity sentence and table name it: with its measured score std, and for
+        a captured source its model's test accuracy against its baseline."""
+        std = "" if self.score_std is None else f"score std {self.score_std:.2g}"
+        if self.capture is None:
+            return self.source + (f" ({std})" if std and "std" not in self.source else "")
+        model = self.capture
+        return (f"{self.source} (captured from a {model.task} model at {100 * model.test_accuracy:.1f}% test "
+                f"accuracy against a {100 * model.baseline_accuracy:.1f}% baseline" + (f", {std}" if std else "") + ")")
+
+
+@dataclass(frozen=True)
+class FidelityHeadline:
+    """The maps ranked by the comparable errors at one length, per input source (score scale)."""
+
+    length: float
+    scales: list[FidelityScale]
+
     def not_estimates(self) -> list[str]:
-        return [r.method for r in self.rows if not r.estimates_denominator]
+        return list(dict.fromkeys(r.method for s in self.scales for r in s.rows if not r.estimates_denominator))
+
+
+def finite(value: Any) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) \
+        else None
+
+
+def capture_model(run: Run) -> CaptureModel | None:
+    """The record's capture model (task.capture_model), when it names its accuracy and baseline."""
+    found = run.record.get("task", {}).get("capture_model")
+    if not isinstance(found, dict):
+        return None
+    accuracy, baseline = finite(found.get("test_accuracy")), finite(found.get("baseline_accuracy"))
+    if accuracy is None or baseline is None:
+        return None
+    budget = (run.record.get("config") or {}).get("budget") or {}
+    examples, steps = budget.get("num_test"), found.get("steps")
+    return CaptureModel(str(found.get("task") or run.task), accuracy, baseline,
+                        examples if isinstance(examples, int) and examples > 0 else None,
+                        steps if isinstance(steps, int) else None)
 
 
 def fidelity_headline(runs: list[Run]) -> FidelityHeadline | None:
     """From each method's latest fidelity record: at the longest length every map measured, each
-    map's feature count nearest FIDELITY_FEATURES, the errors averaged over the input sources every
-    map measured there, ranked by output error then attention TV (FIDELITY rule); None without one."""
+    map's feature count nearest FIDELITY_FEATURES, per input source the maps that measured it there
+    ranked by output error then attention TV (FIDELITY rule); None without one."""
     points: dict[str, list] = {}  # map -> its points
     estimates: dict[str, bool] = {}
+    captures: dict[str, CaptureModel] = {}  # source -> its model, for captured sources
     for run in sorted((r for r in runs if r.kind == "fidelity" and r.status == "ok"), key=lambda r: r.created):
         found: dict[str, list] = {}
         for p in fidelity_points([run]):  # exact softmax's own points (d_phi null) are no map's
             if all(mean_of(getattr(p, name)) is not None for name in COMPARABLE_ERRORS):
                 found.setdefault(p.method, []).append(p)
                 estimates[p.method] = known.denominator_estimates_softmax(run.method)
+                model = capture_model(run)
+                if p.source_kind == "captured" and model is not None:
+                    captures[p.source] = model
         points.update(found)  # a later record of a method replaces an earlier one
     common = set.intersection(*({p.seq_len for p in pts} for pts in points.values())) if points else set()
     if not common:
@@ -622,16 +731,22 @@ def fidelity_headline(runs: list[Run]) -> FidelityHeadline | None:
         at_length = [p for p in pts if p.seq_len == length]
         features = min({p.d_phi for p in at_length}, key=lambda d: (abs(math.log(d / FIDELITY_FEATURES)), -d))
         chosen[method] = [p for p in at_length if p.d_phi == features]
-    sources = sorted(set.intersection(*({p.source for p in pts} for pts in chosen.values())))
-    if not sources:
-        return None
-    rows = []
-    for method, pts in chosen.items():
-        errors = {}
-        for name in (DENOMINATOR, *COMPARABLE_ERRORS):
-            values = [mean_of(getattr(p, name)) for p in pts if p.source in sources]
-            if values and None not in values:
-                errors[name] = sum(values) / len(values)
-        rows.append(FidelityRow(method, pts[0].d_phi, errors, estimates[method]))
-    rows.sort(key=lambda r: tuple(r.errors[name] for name in COMPARABLE_ERRORS))
-    return FidelityHeadline(length, sources, rows)
+    scales = []
+    for source in sorted({p.source for pts in chosen.values() for p in pts}):  # each ranks the maps that measured it
+        rows, stds = [], []
+        for method, pts in chosen.items():
+            mine = [p for p in pts if p.source == source]
+            if not mine:
+                continue
+            stds += [v for v in (finite((p.model_extra or {}).get("score_std")) for p in mine) if v is not None]
+            errors = {}
+            for name in (DENOMINATOR, *COMPARABLE_ERRORS):
+                values = [mean_of(getattr(p, name)) for p in mine]
+                if values and None not in values:
+                    errors[name] = sum(values) / len(values)
+            rows.append(FidelityRow(method, mine[0].d_phi, errors, estimates[method]))
+        rows.sort(key=lambda r: tuple(r.errors[name] for name in COMPARABLE_ERRORS))
+        scales.append(FidelityScale(source, statistics.fmean(stds) if stds else None, captures.get(source), rows))
+    # Synthetic scales by their spread, then the captured sources by name.
+    scales.sort(key=lambda s: (1, 0.0, s.source) if s.capture else (0, s.score_std or 0.0, s.source))
+    return FidelityHeadline(length, scales) if scales else None

@@ -1,6 +1,7 @@
 """What the site knows of the methods without importing them: the constants the ``methods``
 package declares (the order readers see methods in, and the exact method every other is compared
-with), read from the source of methods/__init__.py. The site never imports ``methods`` (it builds
+with), read from the source of methods/__init__.py, and what each method class declares of itself
+(its normaliser, its paper), read from its class body. The site never imports ``methods`` (it builds
 where torch is not installed, from the records alone), so it reads those two literals from the
 file; without the file, methods sort by name and no method is taken as the exact one (a record's
 ``method.time_in_length`` of N^2 still names it, see :func:`is_exact`)."""
@@ -9,6 +10,7 @@ from __future__ import annotations
 
 import ast
 import importlib.util
+from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
@@ -56,6 +58,29 @@ def denominator_estimates_softmax(method: str) -> bool:
     """Whether the method's normaliser estimates softmax's (methods.base.AttentionMethod's declaration
     of that name; the default, True, where the method does not override it)."""
     return class_constants(method).get("denominator_estimates_softmax", True) is not False
+
+
+@dataclass(frozen=True)
+class Paper:
+    """The paper a method comes from, as its class declares it (methods.base.AttentionMethod.paper)."""
+
+    authors: str
+    year: int
+    title: str
+    url: str
+
+
+def paper(method: str) -> Paper | None:
+    """The method's declared paper, if it declares one whole: authors, year, title and an https link
+    (the site prints the link into an href: anything else is not taken)."""
+    found = class_constants(method).get("paper")
+    if not isinstance(found, dict):
+        return None
+    authors, year, title, url = (found.get(k) for k in ("authors", "year", "title", "url"))
+    if not (isinstance(authors, str) and isinstance(title, str) and isinstance(year, int)
+            and isinstance(url, str) and url.startswith("https://")):
+        return None
+    return Paper(authors, year, title, url)
 
 
 def canonical_order() -> tuple[str, ...]:

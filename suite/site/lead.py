@@ -9,10 +9,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
+from suite import board as boards
 from suite.metrics import format_bytes
 from suite.modes import declared
-from suite.site import known
-from suite.site.board import LRA_TASKS, Cell, Column, Row, board_tables
+from suite.site import known, stats
+from suite.site.board import LRA_TASKS, VARIANT_SIZES, Cell, Column, Row, board_tables
 from suite.site.figures import (
     FidelityHeadline,
     Figure,
@@ -26,7 +27,18 @@ from suite.site.figures import (
     sweep_groups,
     sweep_points,
 )
-from suite.site.rules import STATE_BAND, Knobs, equal_state_groups, exact_at, leaders, same_result
+from suite.site.rules import (
+    STATE_BAND,
+    WIDTH,
+    Knobs,
+    equal_state_groups,
+    exact_at,
+    fastest,
+    leaders,
+    optimisation_failed,
+    relation,
+    same_result,
+)
 from suite.site.runs import Run
 
 ASSUMED_TIME = (
@@ -46,36 +58,70 @@ RULES = {
     "LENGTH_GAP": "The longest sequence any train record learned on, against the lengths at which the kernel records "
                   "place each method's crossover with exact attention (suite.scaling): where every crossover lies "
                   "beyond it, accuracy and speed were not measured at the same length.",
-    "TIES": "Per point, over the cells with at least two seeds (one seed gives no spread): the best is the highest "
-            "mean unless another cell is within noise of it, then they are tied. A cell leads another only when "
-            "the difference of their means is more than two standard errors of that difference (SE = std / √n per "
-            "cell). The best sub-quadratic is asked the same way among the cells that are not exact attention at "
-            "that point and hold no more state than the best (within the equal-state band; where exact attention "
-            "is among the best, than its cells), so no method wins by holding more state.",
+    "TEST": (
+        "One comparison test behind every verdict (suite/site/stats.py): the difference of two cells' mean accuracies "
+        "(or of a cell's and its baseline) over its standard error, where the variance of each mean is its seeds' "
+        "s² / n plus the test set's binomial sampling error p(1 − p) / N (N: the test examples, budget.num_test; "
+        "every seed is scored on the same examples, so seeds do not average it away; on MQAR an example holds "
+        "several queries, so this overstates the error). The degrees of freedom are Welch-Satterthwaite's over the "
+        "seed terms (the binomial term is known, so adds none). A difference is stated when Student's t rejects "
+        f"equality two-sided at level {stats.LEVEL}; otherwise the cells are tied."),
+    "TIES": (
+        "Per point, over the cells with at least two seeds (one seed gives no spread) that learned (DID_NOT_LEARN): "
+        "the best is the cell with the highest mean, tied with every cell down to the last one the comparison test "
+        "(TEST) cannot place behind it, so a cell above a tied one is tied too and never behind. Solved cells are "
+        "among the best (SOLVED). The best sub-quadratic is asked the same way among the cells that are not exact "
+        "attention at that point and hold no more state than the best (within the equal-state band; where exact "
+        "attention is among the best, than its cells), so no method wins by holding more state."),
+    "SOLVED": (
+        "A cell is solved when every seed stopped early at its budget's validation target (metrics.stopped_early, "
+        "with its best validation accuracy at or above budget.target_val_accuracy). Solved cells are tied on "
+        "accuracy: the gaps between them measure how far each run overshot the target at its last evaluation. They "
+        "are compared only by the steps each seed took to reach the target (metrics.steps; mean ± sd), by the same "
+        "test, each seed's step known to within its evaluation interval (budget.eval_every: a uniform error, "
+        "variance interval² / 12)."),
+    "DID_NOT_LEARN": (
+        "A cell did not learn when every seed's test accuracy lies within the baseline's own sampling error on the "
+        "test set (|accuracy − baseline| ≤ z·√(b(1 − b) / N), z the two-sided normal quantile at level "
+        f"{stats.LEVEL}). Such a cell is listed apart, labelled, and never ranked."),
+    "OPTIMISATION_FAILED": (
+        "On recall, a cell says its optimisation failed (not its capacity) when every seed's final train loss "
+        "(metrics.final_train_loss) lies above ln(pairs), what spreading a guess evenly over the context's values "
+        "scores with no binding learnt, or when it did not learn (DID_NOT_LEARN) at some pairs while the same "
+        "configuration learned at more pairs on the same model and length: capacity only falls with more pairs."),
     "EXACT_AT_POINT": "A cell is exact attention at its point when its record's method.time_in_length is N^2, or "
                       "when its window (the method's resolved window option) is at least the point's sequence "
                       "length: such a window sees every key.",
     "SAME_RESULT": "Two cells whose runs measured the same test accuracy, steps and final loss at every seed are one "
                    "result: it is shown once, under the exact method where one is exact attention, with the other "
                    "named beside it.",
-    "EQUAL_STATE": "At the state-bound point (the recall point where the methods ran at the most state sizes), cells "
-                   "hold equal state when their recurrent states lie within 10% of the group's smallest "
-                   "(metrics.state_bytes, median of the cell's runs); each group is ranked by the ties rule, and each "
-                   "cell names what sets its state apart from its method's usual configuration (model width, "
-                   "feature count, window).",
+    "EQUAL_STATE": (
+        "At the state-bound point (the recall point where the methods ran at the most state sizes), cells hold "
+        "equal state when their recurrent states lie within 10% of the band's smallest (metrics.state_bytes, median "
+        "of the cell's runs); each band is ranked by the ties rule. A sentence compares two cells only inside one "
+        "band: its best sub-quadratic cell with its best exact one (the fastest solved, else the highest mean), by "
+        "the comparison test (TEST; two solved cells tie), each named with the knob that set its state (the "
+        "method's state axis on the board: model width, feature count, window). A band with no exact-attention "
+        "cell is named as such and compared with nothing."),
     "EQUAL_WIDTH": "At the state-bound point, the methods at one model width (d_model) with their other options as "
                    "usual, ranked by the ties rule: the comparison where the knob is the same for every method.",
     "KERNEL_CROSSOVER": "Per kernel record group: the length from which each method is faster than the faster of "
                         "exact attention's implementations for good (suite.scaling.crossover, log-log).",
-    "FIDELITY": "Fidelity ranks maps by the errors that mean the same for every map: the output's relative error, "
-                "then the attention rows' total variation (means over queries and the input sources every ranked "
-                "map measured). The denominator error is shown first only where the map's normaliser estimates "
-                "softmax's (the method declares denominator_estimates_softmax).",
+    "FIDELITY": (
+        "Fidelity ranks maps per input source, so per score scale (synthetic scores of a set std, or queries and "
+        "keys captured from a trained softmax model, with that model's test accuracy and the scores' measured std "
+        "beside them), by the errors that mean the same for every map: the output's relative error, then the "
+        "attention rows' total variation (means over queries). A captured source whose model is not above its "
+        "baseline by the board's margin (the baseline's sampling error on its test set, DID_NOT_LEARN's) is shown "
+        "and not ranked: its attention is near uniform. The denominator error is shown first only where the map's "
+        "normaliser estimates softmax's (the method declares denominator_estimates_softmax)."),
     "CITATION": "How to cite the suite and where its source lives: the repository's CITATION.cff (title, version, "
-                "date, authors, repository-code).",
+                "date, authors) and the repository's address, set once in pyproject.toml ([project.urls] Repository, "
+                "which CITATION.cff's repository-code repeats) or, built in a GitHub workflow, the workflow's "
+                "repository; every page links it.",
 }
 RULE_NOTE = ("Spread: ± one standard deviation over seeds, n seeds. A cell that is not clearly above its baseline "
-             "says so.")
+             "(TEST) says so.")
 
 
 @dataclass(frozen=True)
@@ -96,10 +142,27 @@ class Entry:
     exact: bool  # exact attention at its point (rules.exact_at), else sub-quadratic
     assumed: bool  # no run recorded method.time_in_length: ``exact`` follows known.is_exact's fallback
     same: tuple[str, ...] = ()  # rows whose cells are the same result (rules.same_result), shown here once
+    failed: str | None = None  # why its optimisation failed (rules.optimisation_failed), if it did
 
     @property
     def knobs(self) -> Knobs:
         return Knobs.of(self.row)
+
+    @property
+    def state_knob(self) -> str:
+        """The knob that set the cell's state, at the cell's value ('d_model=32', 'window=16'): its
+        method's state axis on the boards (suite/boards/*.yaml state_axes), else the model's width."""
+        key = next(iter(boards.smaller_states().get(self.row.method, {})), WIDTH)
+        values = {state_value(r, key) for r in self.cell.runs}
+        value = values.pop() if len(values) == 1 else None
+        return f"usual {key}" if value is None else f"{key}={value}"  # None: not recorded (records before resolved)
+
+    @property
+    def named(self) -> str:
+        """The cell as an equal-state sentence names it: its method with the knob that set its state
+        (and the rest of its variant): 'linear (d_model=64)'."""
+        parts = dict.fromkeys([self.state_knob, *filter(None, self.row.variant.split(", "))])
+        return f"{self.row.method} ({', '.join(parts)})"
 
     @property
     def width(self) -> int | None:
@@ -109,16 +172,37 @@ class Entry:
 
 @dataclass(frozen=True)
 class Ranking:
-    """Cells ranked by the ties rule: the leaders (one: the best; several: tied), then the rest."""
+    """Cells ranked by the ties rule: the leaders (one: the best; several: tied), then the rest; the
+    solved leaders by steps to the target, the fewest first (SOLVED); the cells that did not learn
+    apart, unranked (DID_NOT_LEARN)."""
 
     leaders: list[Entry]
     behind: list[Entry]
+    solved: list[Entry] = field(default_factory=list)  # solved leaders, fewest steps to the target first
+    fastest: list[Entry] = field(default_factory=list)  # the solved leaders tied for the fewest steps
+    unlearned: list[Entry] = field(default_factory=list)
 
     @classmethod
     def of(cls, entries: list[Entry]) -> Ranking:
-        top = {id(c) for c in leaders([e.cell for e in entries])}
-        ordered = sorted(entries, key=lambda e: -e.cell.mean())
-        return cls([e for e in ordered if id(e.cell) in top], [e for e in ordered if id(e.cell) not in top])
+        learned = [e for e in entries if not e.cell.did_not_learn()]
+        top = {id(c) for c in leaders([e.cell for e in learned])}
+        quick = {id(c) for c in fastest([e.cell for e in learned if id(e.cell) in top])}
+        ordered = sorted(learned, key=lambda e: -e.cell.mean())
+        solved = sorted((e for e in ordered if id(e.cell) in top and e.cell.solved()),
+                        key=lambda e: e.cell.steps_estimate().mean)
+        return cls([e for e in ordered if id(e.cell) in top], [e for e in ordered if id(e.cell) not in top],
+                   solved, [e for e in solved if id(e.cell) in quick],
+                   sorted((e for e in entries if e.cell.did_not_learn()), key=lambda e: -e.cell.mean()))
+
+    @property
+    def slower(self) -> list[Entry]:
+        """Solved leaders the test places behind the fastest on steps."""
+        return [e for e in self.solved if e not in self.fastest]
+
+    @property
+    def unsolved(self) -> list[Entry]:
+        """Leaders tied on accuracy with the solved ones without being solved themselves."""
+        return [e for e in self.leaders if e not in self.solved]
 
 
 @dataclass(frozen=True)
@@ -158,16 +242,25 @@ class Lead:
     assumed: bool  # some ranked entry relied on ASSUMED_TIME
 
 
-def entry(row: Row, column: Column) -> Entry:
+def state_value(run: Run, key: str) -> object:
+    """A run's value of a state knob: a model size (d_model, ...) or a method option as resolved."""
+    if key in VARIANT_SIZES:
+        return getattr(run.model.config.model, key, None)
+    resolved = run.record["method"].get("resolved") or {}
+    options = (run.model.config.method.options if run.model.config.method else None) or {}
+    return resolved.get(key, options.get(key))
+
+
+def entry(rows: list[Row], row: Row, column: Column) -> Entry:
     cell = row.cells[column]
     exact, assumed = exact_at(row, cell, column)
-    return Entry(row, cell, cell.median("state_bytes"), exact, assumed)
+    return Entry(row, cell, cell.median("state_bytes"), exact, assumed, failed=optimisation_failed(rows, row, column))
 
 
 def ranked(rows: list[Row], column: Column) -> list[Entry]:
     """The column's cells with two or more seeds, best mean first; cells that are one result
     (rules.same_result) once, under the exact method where one is exact, the others named."""
-    found = sorted((entry(r, column) for r in rows if column in r.cells and len(r.cells[column].values()) >= 2),
+    found = sorted((entry(rows, r, column) for r in rows if column in r.cells and len(r.cells[column].values()) >= 2),
                    key=lambda e: (-e.cell.mean(), not e.exact, known.method_rank(e.row.method), e.row.variant))
     kept: list[Entry] = []
     for e in found:
@@ -271,34 +364,56 @@ def lead(rows: list[Row], columns: list[Column], runs: list[Run]) -> Lead:
 
 
 def state_sentence(point: Column | None, groups: list[StateGroup]) -> Sentence | None:
-    """EQUAL_STATE: at each equal state holding both kinds, whether the best sub-quadratic cells tie
-    with exact attention, lead it or trail it."""
-    verdicts: dict[str, list[str]] = {"tie with": [], "lead": [], "trail": []}
+    """EQUAL_STATE: per equal-state band holding both kinds, how its best sub-quadratic cell stands
+    to its best exact cell (rules.relation), both named with the knob that set their state; the
+    bands without an exact cell are named as such, with no verdict."""
+    compared, alone = [], []
     for group in groups:
         cells = group.ranking.leaders + group.ranking.behind
-        if not any(e.exact for e in cells) or all(e.exact for e in cells):
-            continue
-        top = group.ranking.leaders
-        subs = [e.row.label for e in top if not e.exact]
-        verdict = ("tie with" if any(e.exact for e in top) else "lead") if subs else "trail"
-        size = format_bytes(group.low)
-        verdicts[verdict].append(f"{size} ({', '.join(subs)})" if subs else size)
-    parts = [f"{verdict} it at {' and '.join(found)}" for verdict, found in verdicts.items() if found]
-    if point is None or not parts:
+        size = format_bytes(group.low) + ("" if format_bytes(group.high) == format_bytes(group.low)
+                                          else f"-{format_bytes(group.high)}")
+        exact, sub = best_of([e for e in cells if e.exact]), best_of([e for e in cells if not e.exact])
+        if exact is None:
+            alone.append(size)
+        elif sub is not None:
+            compared.append(f"at {size}, {sub.named} {relation(sub.cell, exact.cell)} {exact.named}")
+    if point is None or not (compared or alone):
         return None
-    return Sentence("EQUAL_STATE", f"On {point.label}, at equal state, the best sub-quadratic cells "
-                    f"{', and '.join(parts).replace(' it at', ' exact attention at', 1)}.")
+    text = f"On {point.label}, at equal state: {'; '.join(compared)}." if compared else f"On {point.label}:"
+    if alone:
+        sizes = ", ".join(alone[:-1]) + (" or " if len(alone) > 1 else "") + alone[-1]
+        text += (f" No exact-attention cell holds {sizes}, so nothing there is compared with it." if compared else
+                 f" no exact-attention cell holds {sizes}, so nothing there is compared with it.")
+    return Sentence("EQUAL_STATE", text)
+
+
+def best_of(entries: list[Entry]) -> Entry | None:
+    """The best of some cells by the ties rule: the fastest solved one, else the highest mean."""
+    ranking = Ranking.of(entries)
+    return next(iter(ranking.fastest or ranking.leaders), None)
 
 
 def fidelity_sentence(found: FidelityHeadline | None) -> Sentence | None:
-    """FIDELITY: the most and least faithful maps on the comparable errors, and which maps'
-    denominators are no estimate of softmax's."""
-    if found is None or len(found.rows) < 2:
+    """FIDELITY: per score scale, the most and least faithful maps on the output error (and on the
+    attention rows' total variation where it names others); captured sources of a model that did not
+    learn are named and not ranked; which maps' denominators are no estimate of softmax's."""
+    scales = [s for s in (found.scales if found else []) if len(s.rows) >= 2]
+    if not scales:
         return None
-    by_tv = sorted(found.rows, key=lambda r: r.errors["attention_tv"])
-    text = (f"Fidelity at N = {found.length:,.0f}: by output error the most faithful map is {found.rows[0].method} "
-            f"and the least {found.rows[-1].method} (by attention total variation: {by_tv[0].method}, "
-            f"{by_tv[-1].method}).")
+    parts, unranked = [], []
+    for scale in scales:
+        if not scale.ranked:
+            unranked.append(scale.name)
+            continue
+        by_tv = sorted(scale.rows, key=lambda r: r.errors["attention_tv"])
+        tv = ("" if (by_tv[0].method, by_tv[-1].method) == (scale.rows[0].method, scale.rows[-1].method) else
+              f" (by attention total variation: {by_tv[0].method}, {by_tv[-1].method})")
+        parts.append(f"at {scale.name}, {scale.rows[0].method} most, {scale.rows[-1].method} least{tv}")
+    text = f"Fidelity at N = {found.length:,.0f}, by output error, per score scale (the spread of q·k/√D)"
+    text += f": {'; '.join(parts)}." if parts else "."
+    if unranked:
+        text += (f" Not ranked: {' and '.join(unranked)}, queries and keys of a model that did not learn (near-"
+                 "uniform attention, which any map approximates).")
     others = found.not_estimates()
     if others:
         text += (f" {' and '.join(others)} declare a normaliser of their own, not an estimate of softmax's: their "

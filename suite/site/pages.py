@@ -17,7 +17,7 @@ import jinja2
 from suite import modes
 from suite.metrics import Metric, format_value
 from suite.modes import declared
-from suite.site import known, reference
+from suite.site import known, reference, stats
 from suite.site.board import (
     ACCURACY,
     CLEAR_RULE,
@@ -35,15 +35,16 @@ from suite.site.board import (
     ReferenceRow,
     Row,
     board_tables,
+    by_host,
     column_baselines,
     format_lr,
 )
-from suite.site.citation import citation
+from suite.site.citation import citation, repository_url
 from suite.site.curves import CurveCell, cell_href
 from suite.site.figures import FIDELITY_FEATURES, FidelityHeadline, Figure
 from suite.site.lead import ASSUMED_TIME, RULE_NOTE, RULES, Lead
 from suite.site.render import BUNDLE
-from suite.site.rules import STATE_BAND
+from suite.site.rules import STATE_BAND, optimisation_failed
 from suite.site.runs import Run, declared_metrics, install_lines, number, outside_method, reproduce_command
 
 SITE_DIR = Path(__file__).resolve().parent  # templates/, assets/, data/: package data of suite.site
@@ -81,15 +82,19 @@ def column_facts(column: Column) -> str:
 
 def verdict_title(cell: Cell) -> str:
     """Why a cell is (or is not) clearly above its baseline, in numbers."""
-    verdict, baseline, bound = cell.verdict(), cell.baseline(), cell.lower_bound()
+    verdict, baseline = cell.verdict(), cell.baseline()
     if verdict == "no baseline":
         return "No baseline accuracy recorded: the cell cannot be compared with one."
     if verdict == "untested":
         return (f"One seed: no spread, so it is not tested against the baseline ({percent(baseline)}); "
-                "the rule mean − 2·SE > baseline needs n ≥ 2 seeds.")
-    relation = ">" if verdict == "above" else "≤"
+                "the comparison test needs n ≥ 2 seeds.")
+    t, df = stats.welch(cell.estimate(), stats.Estimate((baseline,)))
     what = "Clearly above baseline" if verdict == "above" else "Not clearly above baseline"
-    return f"{what}: mean − 2·SE = {percent(bound)} {relation} baseline {percent(baseline)}."
+    relation = "<" if verdict == "above" else "≥"
+    size = cell.test_size()
+    examples = f"{size:,} test examples" if size else "no test size recorded"
+    return (f"{what} {percent(baseline)}: t = {t:.2f}, df = {df:.1f}, p {relation} {stats.LEVEL} "
+            f"(Welch over {len(cell.values())} seeds plus the sampling error of {examples}).")
 
 
 def column_sublabel(column: Column) -> str:
@@ -173,10 +178,11 @@ def environment(site_dir: Path = SITE_DIR) -> jinja2.Environment:
         column_facts=column_facts, direction=direction, fmt=format_value, verdicts=VERDICTS,
         column_sublabel=column_sublabel, provenance_title=provenance_title, memory_text=memory_text,
         tier_title=tier_title,
-        curve_title=curve_title, cell_href=cell_href,
+        curve_title=curve_title, cell_href=cell_href, optimisation_failed=optimisation_failed, by_host=by_host,
         is_number=lambda v: number(v) is not None, is_table=is_table,
         table_columns=lambda items: list(dict.fromkeys(k for item in items for k in item)),
-        bundle=BUNDLE, charts=False, root="", citation=citation(),
+        bundle=BUNDLE, charts=False, root="", citation=citation(), lead_rules=RULES,
+        repository=repository_url(),
     )
     return env
 
@@ -280,7 +286,9 @@ def board_page(env: jinja2.Environment, rows: list[Row], columns: list[Column], 
                   provenance_rule=PROVENANCE_RULE, tier_rule=TIER_RULE, hardware_rule=HARDWARE_RULE,
                   lead_rules=RULES, rule_note=RULE_NOTE, assumed_time=ASSUMED_TIME,
                   state_band=STATE_BAND, exact_method=known.reference_method(), no_state=NO_STATE,
-                  lra_source=reference.SOURCE, fidelity_features=FIDELITY_FEATURES, **page)
+                  lra_source=reference.SOURCE, fidelity_features=FIDELITY_FEATURES,
+                  papers=[(m, known.paper(m)) for m in sorted({r.method for r in rows}, key=known.method_rank)],
+                  **page)
 
 
 def curves_page(env: jinja2.Environment, column: Column, cells: list[tuple[CurveCell, Placed | None]],

@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from suite.site import known
+from suite.site import known, stats
 from suite.site.board import Cell, Column, Row
 
 STATE_BAND = 0.10  # states within 10% of each other are equal state: a counter's 8 bytes never split them
@@ -51,22 +51,74 @@ def same_result(a: Cell, b: Cell) -> bool:
     return bool(found) and found == fingerprint(b)
 
 
-def standard_error(cell: Cell) -> float:
-    values = cell.values()
-    return (cell.spread() or 0.0) / math.sqrt(len(values)) if values else math.inf
-
-
 def clearly_ahead(a: Cell, b: Cell) -> bool:
-    """CLEAR_LEAD: ``a`` leads ``b`` when the difference of their means is more than two standard
-    errors of that difference (SE = std / √n per cell)."""
-    return a.mean() - b.mean() > 2 * math.hypot(standard_error(a), standard_error(b))
+    """CLEAR_LEAD: ``a`` leads ``b`` on accuracy when the comparison test (suite/site/stats.py, TEST)
+    finds ``a``'s mean above ``b``'s."""
+    return stats.clearly_ahead(a.estimate(), b.estimate())
+
+
+def fewer_steps(a: Cell, b: Cell) -> bool:
+    """``a`` reaches the target in fewer steps than ``b``, by the same test on the steps to target."""
+    return stats.clearly_ahead(a.steps_estimate(), b.steps_estimate(), higher=False)
+
+
+def top_group(items: list, key, ahead) -> list:
+    """The head of ``items`` (by ``key``, best first) that the test cannot split: every item down to
+    the last one the best does not lead (``ahead(best, item)`` false), and any level with it. Cut at
+    the last such item, never at the first led one, so the relation is consistent: an item above or
+    level with one in the group is in it."""
+    ranked = sorted(items, key=key)
+    last = max((i for i, item in enumerate(ranked) if not ahead(ranked[0], item)), default=None)
+    return [] if last is None else [item for item in ranked if key(item) <= key(ranked[last])]
 
 
 def leaders(cells: list[Cell]) -> list[Cell]:
-    """TIES: the cell with the highest mean and every cell it does not clearly lead (CLEAR_LEAD),
-    best mean first: one cell is the best; several are tied."""
-    ranked = sorted((c for c in cells if c.mean() is not None), key=lambda c: -c.mean())
-    return [c for c in ranked if not clearly_ahead(ranked[0], c)] if ranked else []
+    """TIES: the cells tied for best on accuracy, best mean first: the cell with the highest mean and
+    every cell down to the last one it does not clearly lead (CLEAR_LEAD); every solved cell (SOLVED)
+    too, since solved cells are tied on accuracy. One cell is the best; several are tied."""
+    return top_group([c for c in cells if c.mean() is not None], lambda c: -c.mean(),
+                     lambda top, c: clearly_ahead(top, c) and not c.solved())
+
+
+def fastest(cells: list[Cell]) -> list[Cell]:
+    """SOLVED: among solved cells, the one with the fewest mean steps to the target and every cell
+    the test cannot place behind it on steps (consistent as top_group is), fewest first."""
+    return top_group([c for c in cells if c.solved()], lambda c: c.steps_estimate().mean, fewer_steps)
+
+
+def relation(a: Cell, b: Cell) -> str:
+    """How ``a`` stands to ``b`` on accuracy by the comparison test: 'leads', 'trails' or 'ties'
+    (two solved cells tie: SOLVED)."""
+    if a.solved() and b.solved():
+        return "ties"
+    if clearly_ahead(a, b):
+        return "leads"
+    return "trails" if clearly_ahead(b, a) else "ties"
+
+
+def optimisation_failed(rows: list[Row], row: Row, column: Column) -> str | None:
+    """OPTIMISATION_FAILED: why a recall cell's runs say its optimisation failed, not the method's
+    capacity, or None. Either every seed ended with a train loss above ln(pairs), worse than spreading
+    its guess evenly over the context's values, which needs no binding at all; or it did not learn
+    (DID_NOT_LEARN) at these pairs while the same configuration learned at more pairs on the same
+    model and length (in any of ``rows`` of the same method, variant, budget and tier: a row holds one
+    machine's runs): capacity falls with more pairs, so a curve that rises with them is the optimiser's."""
+    cell = row.cells.get(column)
+    if cell is None or not column.recall:
+        return None
+    losses = [r.metrics.get("final_train_loss") for r in cell.runs if r.status == "ok"]
+    floor = math.log(column.num_kv_pairs)
+    reasons = []
+    if losses and all(isinstance(x, (int, float)) and x > floor for x in losses):
+        reasons.append(f"train loss above ln({column.num_kv_pairs}) = {floor:.2f} on every seed")
+    siblings = [r for r in rows if (r.method, r.variant, r.budget, r.dtype, r.tier, r.origin) ==
+                (row.method, row.variant, row.budget, row.dtype, row.tier, row.origin)]
+    harder = sorted({c.num_kv_pairs for r in siblings for c, other in r.cells.items()
+                    if c.recall and (c.task, c.seq_len, c.model) == (column.task, column.seq_len, column.model)
+                    and c.num_kv_pairs > column.num_kv_pairs and other.verdict() == "above"})
+    if harder and cell.did_not_learn():
+        reasons.append(f"did not learn at {column.num_kv_pairs} pairs, yet learned at {', '.join(map(str, harder))}")
+    return "; ".join(reasons) or None
 
 
 def equal_state_groups(states: list[float]) -> list[list[float]]:
