@@ -1,6 +1,8 @@
 """A board declared in one file (``suite/boards/<name>.yaml``): its points, the state axis of each
 method, its protocol (the learning-rate grid and seeds), its budget and its methods, which default to
-every registered method, outside ones included.
+every registered method, outside ones included; the recipes it runs under (``recipes``: each of its
+multiruns once per recipe; none named: the default recipe, ``recipe=`` left unset) and whether it runs
+the methods' default states or only their state axes (``default_states``).
 
 ``attention-suite board cpu`` (``python -m suite.board cpu``, or a board file's path) expands the file
 into Hydra multiruns of ``python -m suite -m`` and runs them in order: every method at the state
@@ -28,11 +30,14 @@ from typing import Any
 
 import yaml
 
+from suite.recipe import RECIPES
+
 BOARDS_DIR = Path(__file__).resolve().parent / "boards"
 PIN_FILE = Path("train") / "BOARD_COMMIT"  # under the results folder: the commit a pinned board runs at
 REQUIRED = ("points", "budget", "protocol")
 OPTIONAL = {"state_point": None, "point_group": "point", "methods": "all", "exclude": [], "first": [],
-            "state_axes": {}, "pinned": False, "launcher": "basic", "overrides": [], "families": {}}
+            "state_axes": {}, "default_states": True, "recipes": [], "pinned": False, "launcher": "basic",
+            "overrides": [], "families": {}}
 # A family of tasks (the site's tables): its tasks, its table's title, what its figures call its
 # points, and which of the board's own figures it gets (recall: accuracy against pairs, state size
 # and test length; none: the cost figure only).
@@ -57,6 +62,8 @@ class Board:
     exclude: list[str]
     first: list[str]
     state_axes: dict[str, tuple[str, list]]  # method -> (the override key that sets its state, the values)
+    default_states: bool  # false: only the state axes run (at the state point)
+    recipes: list[str]  # suite/recipe.py's names; empty: the default recipe, not named
     pinned: bool
     launcher: str
     overrides: list[str]
@@ -114,6 +121,12 @@ def load(spec: str | Path) -> Board:
                              "e.g. {method.options.feature_dim: [4, 8]}")
         ((key, axis_values),) = axis.items()
         axes[method] = (key, axis_values)
+    if not values["default_states"] and not (values["state_point"] and axes):
+        raise BoardError(f"{where}: default_states=false runs the state axes only, and it has "
+                         f"{'no state_axes' if values['state_point'] else 'no state_point'}")
+    recipes = values["recipes"]
+    if not (isinstance(recipes, list) and all(r in RECIPES for r in recipes)):
+        raise BoardError(f"{where}: recipes={recipes!r}: expected a list of recipes from: {', '.join(RECIPES)}")
     families = values["families"] or {}
     for family, said in families.items():
         if not (isinstance(said, dict) and isinstance(said.get("tasks"), list)
@@ -122,7 +135,8 @@ def load(spec: str | Path) -> Board:
                              f"title, label and figures ({' or '.join(map(str, FIGURES))})")
     return Board(path.stem, points, str(values["budget"]), dict(protocol), values["state_point"],
                  values["point_group"], methods, list(values["exclude"]), list(values["first"]), axes,
-                 bool(values["pinned"]), values["launcher"], list(values["overrides"]), dict(families))
+                 bool(values["default_states"]), list(recipes), bool(values["pinned"]), values["launcher"],
+                 list(values["overrides"]), dict(families))
 
 
 def roster(board: Board, registered: list[str] | tuple[str, ...]) -> list[str]:
@@ -164,12 +178,14 @@ def common_overrides(board: Board) -> list[str]:
 def stages(board: Board, registered: list[str] | tuple[str, ...]) -> list[list[str]]:
     """The board as Hydra multiruns, each its overrides: every method at the state point (the board's
     main finding, complete first); each method's state axis there, one multirun per (key, values)
-    shared by methods; then every method at each other point, one multirun per point."""
+    shared by methods; then every method at each other point, one multirun per point. Without
+    ``default_states``, the state axes only. Under each of ``recipes`` in turn, when it names any."""
     methods = roster(board, registered)
     common, group = common_overrides(board), board.point_group
     runs = []
     first = [board.state_point] if board.state_point else board.points
-    runs.append([*common, f"{group}={','.join(first)}", f"method={','.join(methods)}"])
+    if board.default_states:
+        runs.append([*common, f"{group}={','.join(first)}", f"method={','.join(methods)}"])
     if board.state_point:
         axes: dict[tuple[str, str], list[str]] = {}
         for method in (m for m in methods if m in board.state_axes):
@@ -179,9 +195,9 @@ def stages(board: Board, registered: list[str] | tuple[str, ...]) -> list[list[s
             runs.append([*common, f"{group}={board.state_point}", f"method={','.join(together)}", f"{key}={values}"])
         # One multirun per other point: a sweep over several points leaves the pre-check of a pinned
         # commit's own suite (4370902) composing the budget's default model, which a point replaces.
-        for point in (p for p in board.points if p != board.state_point):
+        for point in (p for p in board.points if p != board.state_point and board.default_states):
             runs.append([*common, f"{group}={point}", f"method={','.join(methods)}"])
-    return runs
+    return [[*stage, f"recipe={name}"] for name in board.recipes for stage in runs] if board.recipes else runs
 
 
 def jobs(multirun: list[str]) -> list[list[str]]:
