@@ -184,3 +184,21 @@ def test_epoch_schedule_is_zoologys_cosine_over_whole_epochs():
         optimizer.step()
         cosine.step()
     assert factors[19 * steps_per_epoch:] == [0.0] * (total - 19 * steps_per_epoch)  # past the last epoch: at rest
+
+
+def test_the_sites_command_reruns_a_recipe_with_a_switch_set(make_config, tmp_path):
+    import dataclasses
+
+    import methods
+    from suite.run import with_method_version
+    from suite.site.runs import load_runs, reproduce_command
+    from tests.test_reproduce import composed
+
+    config = make_config("point=cpu_mqar_64x16", "method=linear", "recipe=zoology", "recipe.init=pytorch")
+    config = with_method_version(config, methods.get("linear").version)
+    committed = next(r for r in load_runs(REPO / "results" / "train" / "mqar" / "linear")[0])
+    run = dataclasses.replace(committed, record={**committed.record, "config": config})
+    command = reproduce_command(run)
+    assert "recipe=zoology" in command and "recipe.init=pytorch" in command
+    again = with_method_version(composed(command, tmp_path), methods.get("linear").version)
+    assert records.config_hash(again, "cpu") == records.config_hash(config, "cpu")
