@@ -226,14 +226,14 @@ def run_suite(row: dict, lr: float, seed: int, extra: list[str]) -> dict:
 
 def table(results: list[dict]) -> str:
     sides = [side for side in SIDES if any(side in r for r in results)]
-    lines = ["| row | lr | " + " | ".join(f"{side}: test % (best step)" for side in sides) + " |",
-             "|---|---|" + "---|" * len(sides)]
+    lines = ["| row | lr | seed | " + " | ".join(f"{side}: test % (best step)" for side in sides) + " |",
+             "|---|---|---|" + "---|" * len(sides)]
     for r in results:
         cells = []
         for side in sides:
             got = r.get(side)
             cells.append("—" if got is None else f"{100 * got['test_accuracy']:.1f} ({got['best_step']})")
-        lines.append(f"| {r['row']} | {r['lr']:g} | " + " | ".join(cells) + " |")
+        lines.append(f"| {r['row']} | {r['lr']:g} | {r['seed']} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 
@@ -261,7 +261,8 @@ def main(argv: list[str] | None = None) -> int:
     results = json.loads(args.out.read_text())["runs"] if args.out.exists() else []
     for name in args.rows:
         for lr in args.lrs:
-            entry = next((r for r in results if r["row"] == name and math.isclose(r["lr"], lr)), None)
+            entry = next((r for r in results if r["row"] == name and math.isclose(r["lr"], lr)
+                          and r["seed"] == args.seed), None)
             if entry is None:
                 entry = {"row": name, "lr": lr, "seed": args.seed}
                 results.append(entry)
