@@ -9,10 +9,12 @@ once validation accuracy passes 99%), and the suite's own command beside it, and
 results side by side.
 
     python scripts/peer_zoology.py --zoology /path/to/zoology-checkout --out peer.json \\
-        [--rows taylor8 taylor16 linear32] [--lrs 1e-3 3e-3 1e-2] [--seed 0] [--sides zoology suite]
+        [--rows taylor8 taylor16 linear32] [--lrs 1e-3 3e-3 1e-2] [--seed 0] [--sides zoology suite suite_zoology]
 
 ``--sides zoology_pytorch_init`` runs Zoology's model and trainer with PyTorch's default
 initialisation instead of Zoology's own (the one difference measured to move linear attention).
+``--sides suite_zoology`` is the suite under Zoology's recipe (``recipe=zoology``: DESIGN.md, "The
+recipe"), the suite's own code with every switch set to what Zoology's code does.
 
 Zoology's side is its ``LanguageModel`` (a ``Hybrid`` of ``BaseConv`` then the mixer, two blocks,
 no position embeddings, identity state mixer, its ``_init_weights``) trained by its ``Trainer``
@@ -46,6 +48,9 @@ import torch
 
 REPO = Path(__file__).resolve().parent.parent
 POINT = "cpu_mqar_64x16"
+# The suite's sides: the overrides each adds to the row's.
+SUITE_SIDES = {"suite": [], "suite_zoology": ["recipe=zoology"]}
+SIDES = ["zoology", "zoology_pytorch_init", *SUITE_SIDES]
 
 # A row: the suite's overrides and Zoology's mixer for the same method and state.
 ROWS = {
@@ -220,15 +225,15 @@ def run_suite(row: dict, lr: float, seed: int, extra: list[str]) -> dict:
 
 
 def table(results: list[dict]) -> str:
-    sides = [side for side in ("zoology", "zoology_pytorch_init", "suite") if any(side in r for r in results)]
-    lines = ["| row | lr | " + " | ".join(f"{side}: test % (best step)" for side in sides) + " |",
-             "|---|---|" + "---|" * len(sides)]
+    sides = [side for side in SIDES if any(side in r for r in results)]
+    lines = ["| row | lr | seed | " + " | ".join(f"{side}: test % (best step)" for side in sides) + " |",
+             "|---|---|---|" + "---|" * len(sides)]
     for r in results:
         cells = []
         for side in sides:
             got = r.get(side)
             cells.append("—" if got is None else f"{100 * got['test_accuracy']:.1f} ({got['best_step']})")
-        lines.append(f"| {r['row']} | {r['lr']:g} | " + " | ".join(cells) + " |")
+        lines.append(f"| {r['row']} | {r['lr']:g} | {r['seed']} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 
@@ -238,10 +243,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rows", nargs="+", default=list(ROWS), choices=list(ROWS))
     parser.add_argument("--lrs", nargs="+", type=float, default=[1e-3, 3e-3, 1e-2])
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--sides", nargs="+", default=["zoology", "suite"],
-                        choices=["zoology", "zoology_pytorch_init", "suite"])
+    parser.add_argument("--sides", nargs="+", default=["zoology", "suite", "suite_zoology"], choices=SIDES)
     parser.add_argument("--suite-override", action="append", default=[],
-                        help="an extra override for the suite's side (repeatable)")
+                        help="an extra override for the suite's sides (repeatable)")
     parser.add_argument("--out", type=Path, required=True,
                         help="JSON file the results are written to, run by run; runs it holds already are skipped")
     parser.add_argument("--force", action="store_true", help="rerun the runs --out holds already")
@@ -257,7 +261,8 @@ def main(argv: list[str] | None = None) -> int:
     results = json.loads(args.out.read_text())["runs"] if args.out.exists() else []
     for name in args.rows:
         for lr in args.lrs:
-            entry = next((r for r in results if r["row"] == name and math.isclose(r["lr"], lr)), None)
+            entry = next((r for r in results if r["row"] == name and math.isclose(r["lr"], lr)
+                          and r["seed"] == args.seed), None)
             if entry is None:
                 entry = {"row": name, "lr": lr, "seed": args.seed}
                 results.append(entry)
@@ -266,7 +271,8 @@ def main(argv: list[str] | None = None) -> int:
                     print(f"peer: {name} lr {lr:g} seed {args.seed}: {side} done already (--force reruns it)")
                     continue
                 print(f"peer: {name} lr {lr:g} seed {args.seed}: {side}", flush=True)
-                entry[side] = (run_suite(ROWS[name], lr, args.seed, args.suite_override) if side == "suite"
+                entry[side] = (run_suite(ROWS[name], lr, args.seed, [*SUITE_SIDES[side], *args.suite_override])
+                               if side in SUITE_SIDES
                                else run_zoology(ROWS[name], lr, args.seed,
                                                 init="pytorch" if side == "zoology_pytorch_init" else "zoology"))
                 args.out.write_text(json.dumps({"zoology_commit": commit, "point": POINT, "runs": results},

@@ -1,6 +1,8 @@
 """A board declared in one file (``suite/boards/<name>.yaml``): its points, the state axis of each
 method, its protocol (the learning-rate grid and seeds), its budget and its methods, which default to
-every registered method, outside ones included.
+every registered method, outside ones included; the recipes it runs under (``recipes``: each of its
+multiruns once per recipe; none named: the default recipe, ``recipe=`` left unset) and whether it runs
+the methods' default states or only their state axes (``default_states``).
 
 ``attention-suite board cpu`` (``python -m suite.board cpu``, or a board file's path) expands the file
 into Hydra multiruns of ``python -m suite -m`` and runs them in order: every method at the state
@@ -31,13 +33,14 @@ from typing import Any
 import yaml
 
 from suite import records
+from suite.recipe import RECIPES
 
 BOARDS_DIR = Path(__file__).resolve().parent / "boards"
 PIN_FILE = Path("train") / records.PIN_FILE  # under the results folder: the commit a pinned board runs at
 REQUIRED = ("points", "budget", "protocol")
 OPTIONAL = {"state_point": None, "point_group": "point", "methods": "all", "exclude": [], "first": [],
-            "state_axes": {}, "pinned": False, "launcher": "basic", "overrides": [], "families": {},
-            "folder": None, "pilots": None}
+            "state_axes": {}, "default_states": True, "recipes": [], "pinned": False, "launcher": "basic",
+            "overrides": [], "families": {}, "folder": None, "pilots": None}
 FOLDER_NAME = re.compile(r"[a-z][a-z0-9_]*")  # a board's own folder of records, under the results folder
 # A family of tasks (the site's tables): its tasks, its table's title, what its figures call its
 # points, and which of the board's own figures it gets (recall: accuracy against pairs, state size
@@ -63,6 +66,8 @@ class Board:
     exclude: list[str]
     first: list[str]
     state_axes: dict[str, tuple[str, list]]  # method -> (the override key that sets its state, the values)
+    default_states: bool  # false: only the state axes run (at the state point)
+    recipes: list[str]  # suite/recipe.py's names; empty: the default recipe, not named
     pinned: bool
     launcher: str
     overrides: list[str]
@@ -127,6 +132,12 @@ def load(spec: str | Path) -> Board:
                              "e.g. {method.options.feature_dim: [4, 8]}")
         ((key, axis_values),) = axis.items()
         axes[method] = (key, axis_values)
+    if not values["default_states"] and not (values["state_point"] and axes):
+        raise BoardError(f"{where}: default_states=false runs the state axes only, and it has "
+                         f"{'no state_axes' if values['state_point'] else 'no state_point'}")
+    recipes = values["recipes"]
+    if not (isinstance(recipes, list) and all(r in RECIPES for r in recipes)):
+        raise BoardError(f"{where}: recipes={recipes!r}: expected a list of recipes from: {', '.join(RECIPES)}")
     families = values["families"] or {}
     for family, said in families.items():
         if not (isinstance(said, dict) and isinstance(said.get("tasks"), list)
@@ -146,8 +157,8 @@ def load(spec: str | Path) -> Board:
                              "'what the pilot measured'}")
     return Board(path.stem, points, str(values["budget"]), dict(protocol), values["state_point"],
                  values["point_group"], methods, list(values["exclude"]), list(values["first"]), axes,
-                 bool(values["pinned"]), values["launcher"], list(values["overrides"]), dict(families),
-                 folder, None if pilots is None else dict(pilots))
+                 bool(values["default_states"]), list(recipes), bool(values["pinned"]), values["launcher"],
+                 list(values["overrides"]), dict(families), folder, None if pilots is None else dict(pilots))
 
 
 def point_problems(board: Board, conf_dir: Path) -> list[str]:
@@ -219,13 +230,14 @@ def stages(board: Board, registered: list[str] | tuple[str, ...]) -> list[list[s
     """The board as Hydra multiruns, each its overrides: every method at the state point (the board's
     main finding, complete first); each method's state axis there, one multirun per (key, values)
     shared by methods; then every method at each other point, one multirun per point. A board
-    without a state point runs its points in order, one multirun each."""
+    without a state point runs its points in order, one multirun each. Without ``default_states``,
+    the state axes only. Under each of ``recipes`` in turn, when it names any."""
     methods = roster(board, registered)
     common, group = common_overrides(board), board.point_group
     # One multirun per point: a sweep over several points leaves the pre-check of a pinned commit's
     # own suite (4370902) composing the budget's default model, which a point replaces.
     first = [board.state_point] if board.state_point else board.points
-    runs = [[*common, f"{group}={point}", f"method={','.join(methods)}"] for point in first]
+    runs = [[*common, f"{group}={point}", f"method={','.join(methods)}"] for point in first if board.default_states]
     if board.state_point:
         axes: dict[tuple[str, str], list[str]] = {}
         for method in (m for m in methods if m in board.state_axes):
@@ -233,9 +245,9 @@ def stages(board: Board, registered: list[str] | tuple[str, ...]) -> list[list[s
             axes.setdefault((key, ",".join(map(hydra_value, values))), []).append(method)
         for (key, values), together in axes.items():
             runs.append([*common, f"{group}={board.state_point}", f"method={','.join(together)}", f"{key}={values}"])
-        for point in (p for p in board.points if p != board.state_point):
+        for point in (p for p in board.points if p != board.state_point and board.default_states):
             runs.append([*common, f"{group}={point}", f"method={','.join(methods)}"])
-    return runs
+    return [[*stage, f"recipe={name}"] for name in board.recipes for stage in runs] if board.recipes else runs
 
 
 def jobs(multirun: list[str]) -> list[list[str]]:

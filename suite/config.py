@@ -33,6 +33,7 @@ from pydantic import (
 )
 from typing_extensions import NotRequired, TypedDict, is_typeddict
 
+from suite import recipe
 from suite.errors import ConfigError
 from suite.logger import LOGGERS
 from suite.schema import INT_LIMIT
@@ -263,6 +264,26 @@ class BudgetName(TypedDict):
     name: Name  # a mode that reads only its grid reads only this of the budget
 
 
+def switch(name: str) -> Any:
+    """A recipe switch of string values: one of them (suite/recipe.py's SWITCHES)."""
+    return choice(recipe.SWITCHES[name][0])
+
+
+@with_config(CLOSED)
+class Recipe(TypedDict):
+    """suite/recipe.py's switches (a test keeps the two lists equal)."""
+    name: Annotated[str, one_of("recipe", tuple(recipe.RECIPES), "valid recipes")]
+    init: switch("init")
+    out_scale: Bool
+    qkv: switch("qkv")
+    residual: switch("residual")
+    embed_dropout: Annotated[Annotated[BareNumber, Field(ge=0, lt=1)] | None,
+                             rule("be a number in [0, 1) or null (model.dropout)")]
+    conv_skip: Bool
+    head: switch("head")
+    schedule: switch("schedule")
+
+
 DataDir = Annotated[_Folder, rule("name a folder (default: $SUITE_DATA_DIR, else ~/.cache/attention-suite)"),
                     fits_file_system()]
 
@@ -274,6 +295,7 @@ class Training(TypedDict):
     task: Task
     budget: Budget
     model: Model
+    recipe: NotRequired[Recipe]  # absent from records written before recipes (the suite's)
 
 
 # What every run reads. Open at the top: the blocks a mode reads are checked by its own schema (its

@@ -5,7 +5,8 @@ point) is a choice whose config is its class's, ``{name, impl: auto, options}`` 
 ``method_options`` in their order, ``run_defaults`` applied: a method's defaults are written once,
 in its class. ``method=my_pkg.attn:MyAttention`` (an import path) is a choice once ``store_spec``
 has imported it. ``task=<name>``: the tasks of outside families (``tasks.configs``); the built-in
-tasks are conf/task/*.yaml. Whatever composes the suite's config (``python -m suite``, Hydra's
+tasks are conf/task/*.yaml. ``recipe=<name>``: the recipes of suite/recipe.py (global: a recipe
+sets budget keys beside its block). Whatever composes the suite's config (``python -m suite``, Hydra's
 compose API in tests and scripts) calls ``store()`` first.
 """
 
@@ -16,6 +17,7 @@ from typing import Any
 import methods
 import tasks
 from methods.base import AttentionMethod, MethodError
+from suite import recipe
 
 
 def method_config(cls: type[AttentionMethod]) -> dict[str, Any]:
@@ -28,7 +30,7 @@ def method_config(cls: type[AttentionMethod]) -> dict[str, Any]:
 
 
 def store() -> None:
-    """Every registered method, and every outside family's task, as a choice of its group."""
+    """Every registered method, every outside family's task and every recipe, as a choice of its group."""
     from hydra.core.config_store import ConfigStore
 
     configs = ConfigStore.instance()
@@ -36,6 +38,8 @@ def store() -> None:
         configs.store(group="method", name=name, node=method_config(methods.get(name)))
     for name, node in tasks.configs().items():
         configs.store(group="task", name=name, node=node)
+    for name in recipe.RECIPES:
+        configs.store(group="recipe", name=name, node=recipe.node(name), package="_global_")
 
 
 def store_spec(spec: str) -> type[AttentionMethod]:

@@ -5,10 +5,13 @@ The trunk's layers follow ``model.mixers``, repeated over ``model.num_layers``: 
 method under test) or ``conv`` (a short causal convolution, Zoology's ``BaseConv``). Zoology and
 Based run recall as ``[conv, attention]`` with no position embeddings and no MLP
 (``conf/model/hybrid.yaml``); the LRA models are ``[attention]`` with learned positions and an MLP.
+How the model is initialised and wired around the method is the recipe's (suite/recipe.py): each
+switch below reads ``recipe`` (the run's ``recipe`` block; by default the suite's).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 
 import torch
@@ -17,6 +20,7 @@ from torch import nn
 
 import methods
 from suite.errors import ConfigError
+from suite.recipe import SUITE
 from tasks.base import IGNORE_LABEL
 
 PAD_ID = 0
@@ -57,7 +61,7 @@ class MultiHeadAttention(nn.Module):
     layers do (``use_short_conv``)."""
 
     def __init__(self, d_model: int, num_heads: int, method: Mapping, qkv_conv: int | None = None,
-                 layer: int = 0) -> None:
+                 layer: int = 0, separate: bool = False) -> None:
         super().__init__()
         self.num_heads = num_heads
         options = dict(method["options"])
@@ -70,9 +74,9 @@ class MultiHeadAttention(nn.Module):
         self.widths = [num_heads * method_class.query_key_width(head_dim, options)] * 2 + [d_model]  # q, k, v
         # Built in this order (projections, then the method), every parameter's initial draw is
         # what it was before the widths could differ.
-        self.qkv = nn.Linear(d_model, sum(self.widths))
+        self.qkv = SeparateProjections(d_model, self.widths) if separate else nn.Linear(d_model, sum(self.widths))
         self.qkv_conv = CausalConv(sum(self.widths), qkv_conv) if qkv_conv else None
-        self.out = nn.Linear(d_model, d_model)
+        self.out = nn.Linear(d_model, d_model, bias=not separate)
         self.attention = methods.build(method["name"], head_dim=head_dim, impl=method["impl"], **options)
 
     def forward(self, x: torch.Tensor, causal: bool) -> torch.Tensor:
@@ -85,20 +89,34 @@ class MultiHeadAttention(nn.Module):
         return self.out(o.transpose(1, 2).reshape(b, n, d))
 
 
+class SeparateProjections(nn.Module):
+    """q, k and v each from its own bias-free linear map of the hidden state (Based's ``proj_q``,
+    ``proj_k``, ``proj_v``), concatenated as one fused projection returns them (recipe.qkv=separate)."""
+
+    def __init__(self, d_model: int, widths: list[int]) -> None:
+        super().__init__()
+        self.maps = nn.ModuleList(nn.Linear(d_model, width, bias=False) for width in widths)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.cat([m(x) for m in self.maps], dim=-1)
+
+
 class ShortConv(nn.Module):
     """A gated short convolution (Zoology's ``BaseConv``): ``proj(x) * conv(x)``, the convolution
     depthwise over the last ``kernel_size`` tokens. It gives each position a view of its
     predecessors, which key-value binding in recall needs. Causal always: position i sees i-k+1..i
-    (an encoder model is bidirectional only through its attention layers)."""
+    (an encoder model is bidirectional only through its attention layers). With ``skip``
+    (recipe.conv_skip), the input is added to the product, as Zoology's ``BaseConv`` does."""
 
-    def __init__(self, d_model: int, kernel_size: int) -> None:
+    def __init__(self, d_model: int, kernel_size: int, skip: bool = False) -> None:
         super().__init__()
-        self.kernel_size = kernel_size
+        self.kernel_size, self.skip = kernel_size, skip
         self.conv = CausalConv(d_model, kernel_size)
         self.proj = nn.Linear(d_model, d_model)
 
     def forward(self, x: torch.Tensor, causal: bool = True) -> torch.Tensor:
-        return self.proj(x) * self.conv(x)
+        y = self.proj(x) * self.conv(x)
+        return y + x if self.skip else y
 
     def init_state(self, batch: int, device: torch.device | None = None,
                    dtype: torch.dtype | None = None) -> torch.Tensor:
@@ -109,24 +127,33 @@ class ShortConv(nn.Module):
         """One decoding step: x_t (B, D) -> (y_t (B, D), new state); the same output as ``forward``
         at this position of the sequence whose earlier inputs the state holds."""
         mixed, state = self.conv.step(x_t, state)
-        return self.proj(x_t) * mixed, state
+        y = self.proj(x_t) * mixed
+        return (y + x_t if self.skip else y), state
 
 
 class Block(nn.Module):
     """Pre-norm residual block: a sequence mixer (attention or short convolution), then an MLP
-    unless ``mlp`` is off."""
+    unless ``mlp`` is off. Without an MLP, recipe.residual=passed puts the identity in its place,
+    as Zoology's blocks do (``state_mixer: Identity``): Zoology passes the residual stream on from
+    block to block, the MLP's (here: the identity's) output added to it in the next block, which is
+    this block's ``x + ff(norm2(x))``; with an MLP the two are the same block."""
 
-    def __init__(self, mixer: str, model: Mapping, method: Mapping, layer: int = 0) -> None:
+    def __init__(self, mixer: str, model: Mapping, method: Mapping, layer: int = 0,
+                 recipe: Mapping = SUITE) -> None:
         super().__init__()
         d_model = model["d_model"]
         self.norm1 = nn.LayerNorm(d_model)
-        self.mixer = (MultiHeadAttention(d_model, model["num_heads"], method, model.get("qkv_conv"), layer)
+        self.mixer = (MultiHeadAttention(d_model, model["num_heads"], method, model.get("qkv_conv"), layer,
+                                         separate=recipe["qkv"] == "separate")
                       if mixer == "attention"
-                      else ShortConv(d_model, model.get("conv_kernel", 3)))
+                      else ShortConv(d_model, model.get("conv_kernel", 3), skip=recipe["conv_skip"]))
         self.ff = None
         if model.get("mlp", True):
             self.norm2 = nn.LayerNorm(d_model)
             self.ff = nn.Sequential(nn.Linear(d_model, model["d_ff"]), nn.GELU(), nn.Linear(model["d_ff"], d_model))
+        elif recipe["residual"] == "passed":
+            self.norm2 = nn.LayerNorm(d_model)
+            self.ff = nn.Identity()
         self.drop = nn.Dropout(model["dropout"])
 
     def forward(self, x: torch.Tensor, causal: bool) -> torch.Tensor:
@@ -138,17 +165,20 @@ class Trunk(nn.Module):
     """Token embeddings (plus learned position embeddings unless ``model.position`` is none), then
     the blocks and a final norm."""
 
-    def __init__(self, vocab_size: int, seq_len: int, model: Mapping, method: Mapping) -> None:
+    def __init__(self, vocab_size: int, seq_len: int, model: Mapping, method: Mapping,
+                 recipe: Mapping = SUITE) -> None:
         super().__init__()
         d = model["d_model"]
         self.embed = nn.Embedding(vocab_size, d, padding_idx=PAD_ID)
         self.position = nn.Embedding(seq_len, d) if model.get("position", "learned") == "learned" else None
-        self.drop = nn.Dropout(model["dropout"])
+        embed_dropout = recipe["embed_dropout"]
+        self.drop = nn.Dropout(model["dropout"] if embed_dropout is None else embed_dropout)
         mixers = model.get("mixers", ["attention"])
         kinds = [mixers[i % len(mixers)] for i in range(model["num_layers"])]
         # Each attention layer knows its index among them (a method that draws at random draws per layer).
         self.blocks = nn.ModuleList(
-            Block(kind, model, method, layer=kinds[:i].count("attention")) for i, kind in enumerate(kinds)
+            Block(kind, model, method, layer=kinds[:i].count("attention"), recipe=recipe)
+            for i, kind in enumerate(kinds)
         )
         self.norm = nn.LayerNorm(d)
 
@@ -171,9 +201,10 @@ class Trunk(nn.Module):
 class Classifier(nn.Module):
     """Encoder classifier: one label per sequence (LRA)."""
 
-    def __init__(self, vocab_size: int, seq_len: int, num_classes: int, model: Mapping, method: Mapping) -> None:
+    def __init__(self, vocab_size: int, seq_len: int, num_classes: int, model: Mapping, method: Mapping,
+                 recipe: Mapping = SUITE) -> None:
         super().__init__()
-        self.trunk = Trunk(vocab_size, seq_len, model, method)
+        self.trunk = Trunk(vocab_size, seq_len, model, method, recipe)
         self.head = nn.Linear(model["d_model"], num_classes)
 
     def forward(self, batch: Mapping[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
@@ -183,10 +214,11 @@ class Classifier(nn.Module):
 class PairClassifier(nn.Module):
     """Two towers with shared weights and LRA's [x1, x2, x1*x2, x1-x2] head (retrieval)."""
 
-    def __init__(self, vocab_size: int, seq_len: int, num_classes: int, model: Mapping, method: Mapping) -> None:
+    def __init__(self, vocab_size: int, seq_len: int, num_classes: int, model: Mapping, method: Mapping,
+                 recipe: Mapping = SUITE) -> None:
         super().__init__()
         d = model["d_model"]
-        self.trunk = Trunk(vocab_size, seq_len, model, method)
+        self.trunk = Trunk(vocab_size, seq_len, model, method, recipe)
         self.head = nn.Sequential(nn.Linear(4 * d, d), nn.GELU(), nn.Linear(d, num_classes))
 
     def forward(self, batch: Mapping[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
@@ -197,10 +229,18 @@ class PairClassifier(nn.Module):
 class Decoder(nn.Module):
     """Causal decoder: a prediction at every scored position (recall)."""
 
-    def __init__(self, vocab_size: int, seq_len: int, num_classes: int, model: Mapping, method: Mapping) -> None:
+    def __init__(self, vocab_size: int, seq_len: int, num_classes: int, model: Mapping, method: Mapping,
+                 recipe: Mapping = SUITE) -> None:
         super().__init__()
-        self.trunk = Trunk(vocab_size, seq_len, model, method)
-        self.head = nn.Linear(model["d_model"], num_classes)
+        self.trunk = Trunk(vocab_size, seq_len, model, method, recipe)
+        if recipe["head"] == "tied":  # Zoology's language-model head: the token embeddings, transposed
+            if num_classes != vocab_size:
+                raise ConfigError(f"recipe.head=tied reads the classes as tokens, but the task has {num_classes} "
+                                  f"classes and {vocab_size} tokens; use recipe.head=separate")
+            self.head = nn.Linear(model["d_model"], num_classes, bias=False)
+            self.head.weight = self.trunk.embed.weight
+        else:
+            self.head = nn.Linear(model["d_model"], num_classes)
 
     def forward(self, batch: Mapping[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
         # The head runs only where a label is scored: recall tasks score a few positions of each
@@ -210,15 +250,44 @@ class Decoder(nn.Module):
         return self.head(hidden[scored]), labels[scored]
 
 
-def build_model(backbone: str, info, model: Mapping, method: Mapping) -> nn.Module:
-    """The backbone the task asks for, with attention from ``method``."""
+def build_model(backbone: str, info, model: Mapping, method: Mapping, recipe: Mapping = SUITE) -> nn.Module:
+    """The backbone the task asks for, with attention from ``method``, built and initialised as
+    ``recipe`` (a run's ``recipe`` block) says."""
     if backbone == "decoder":
         cls = Decoder
     elif backbone == "encoder":
+        if recipe["head"] == "tied":
+            raise ConfigError("recipe.head=tied is a language model's head: it needs task.backbone=decoder")
         cls = PairClassifier if info.extra.get("pair") else Classifier
     else:
         raise ConfigError(f"unknown task.backbone {backbone!r}; valid: encoder, decoder")
-    return cls(info.vocab_size, info.seq_len, info.num_classes, model, method)
+    built = cls(info.vocab_size, info.seq_len, info.num_classes, model, method, recipe)
+    initialise(built, recipe, model["num_layers"])
+    return built
+
+
+ZOOLOGY_STD = 0.02  # Zoology's initializer_range
+
+
+def initialise(model: nn.Module, recipe: Mapping, num_layers: int) -> None:
+    """Draw the weights again where the recipe says (after PyTorch's draws at construction, as
+    Zoology's ``_init_weights`` does): recipe.init=zoology, every linear and embedding weight
+    N(0, 0.02) and every linear bias zero; recipe.out_scale, the attention's output projection and
+    an MLP's second linear (the maps that write into the residual stream) N(0, 0.02 / sqrt(2 x
+    layers)). Conv1d and LayerNorm keep PyTorch's."""
+    if recipe["init"] == "zoology":
+        for module in model.modules():
+            if isinstance(module, (nn.Linear, nn.Embedding)):
+                nn.init.normal_(module.weight, std=ZOOLOGY_STD)
+            if isinstance(module, nn.Linear) and module.bias is not None:
+                nn.init.zeros_(module.bias)
+    if recipe["out_scale"]:
+        for module in model.modules():
+            writers = ([module.out] if isinstance(module, MultiHeadAttention)
+                       else [module.ff[-1]] if isinstance(module, Block) and isinstance(module.ff, nn.Sequential)
+                       else [])
+            for linear in writers:
+                nn.init.normal_(linear.weight, std=ZOOLOGY_STD / math.sqrt(2 * num_layers))
 
 
 def token_loss(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
@@ -238,7 +307,7 @@ def recurrent_state_bytes(model: torch.nn.Module, seq_len: int) -> int:
     recurrent state size against which Zoology and Based plot recall (softmax: its KV cache)."""
     total = 0
     for layer in (m for m in model.modules() if isinstance(m, MultiHeadAttention)):
-        attention, device = layer.attention, layer.qkv.weight.device
+        attention, device = layer.attention, layer.out.weight.device
         with torch.no_grad():
             k, v = (torch.randn(1, layer.num_heads, seq_len, width, device=device)
                     for width in (attention.query_key_dim, attention.head_dim))

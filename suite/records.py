@@ -24,7 +24,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from suite import schema
+from suite import recipe, schema
 from suite.schema import INT_LIMIT
 
 # Every field of a record and the JSON type it must have (read from the schema).
@@ -52,6 +52,10 @@ NEUTRAL_VALUES: dict[tuple[str, ...], Any] = {
     ("model", "conv_kernel"): 3,
     ("method", "version"): 1,  # the method's code version (suite.run.with_method_version)
     ("task", "test_lengths"): [],
+    # The suite's own recipe is what every run computed before recipes existed: the block hashes
+    # only when it differs (another recipe, or a switch set), and then whole, its name with it,
+    # so that no two recipes' runs share a hash or a board cell.
+    ("recipe",): recipe.SUITE,
 }
 HASH_VERSION = 1
 # What the learning-rate protocol varies inside one board cell (see suite.protocol).

@@ -18,7 +18,7 @@ from torch.utils.data import DataLoader
 from tqdm.auto import tqdm
 
 import tasks
-from suite import checkpoint, logger
+from suite import checkpoint, logger, recipe
 from suite.data import capped, collate, real_tokens
 from suite.hardware import RunMemory, synchronize
 from suite.job import Outcome
@@ -34,6 +34,14 @@ def lr_factor(step: int, warmup: int, total: int) -> float:
         return (step + 1) / warmup
     progress = (step - warmup) / max(1, total - warmup)
     return 0.5 * (1.0 + math.cos(math.pi * min(1.0, progress)))
+
+
+def epoch_lr_factor(step: int, steps_per_epoch: int, total: int) -> float:
+    """Zoology's schedule (recipe.schedule=epoch): cosine from 1 to 0 over the whole epochs that
+    ``total`` steps hold, constant within an epoch (its trainer steps the scheduler once an epoch);
+    the steps past the last whole epoch run at 0, where Zoology stops."""
+    epochs = max(1, total // steps_per_epoch)
+    return 0.5 * (1.0 + math.cos(math.pi * min(1.0, (step // steps_per_epoch) / epochs)))
 
 
 def correct_and_count(logits: torch.Tensor, labels: torch.Tensor) -> tuple[int, int]:
@@ -149,13 +157,19 @@ def build_run(config: Mapping, data: TaskData, device: torch.device, config_hash
     budget, seed = config["budget"], config["seed"]
     started = time.perf_counter()
     torch.manual_seed(seed)
-    model = build_model(config["task"]["backbone"], data.info, config["model"], config["method"]).to(device)
+    model = build_model(config["task"]["backbone"], data.info, config["model"], config["method"],
+                        recipe.of(config)).to(device)
     param_count = sum(p.numel() for p in model.parameters())
     optimizer = torch.optim.AdamW(model.parameters(), lr=budget["lr"], weight_decay=budget["weight_decay"])
     total_steps = budget["max_steps"]
-    scheduler = torch.optim.lr_scheduler.LambdaLR(
-        optimizer, lambda s: lr_factor(s, budget["warmup_steps"], total_steps)
-    )
+    if recipe.of(config)["schedule"] == "epoch":
+        steps_per_epoch = math.ceil(len(data.train) / budget["batch_size"])  # the loader's batches
+        scheduler = torch.optim.lr_scheduler.LambdaLR(
+            optimizer, lambda s: epoch_lr_factor(s, steps_per_epoch, total_steps))
+    else:
+        scheduler = torch.optim.lr_scheduler.LambdaLR(
+            optimizer, lambda s: lr_factor(s, budget["warmup_steps"], total_steps)
+        )
     order = torch.Generator().manual_seed(seed)
     train_loader = DataLoader(data.train, batch_size=budget["batch_size"], shuffle=True,
                               generator=order, collate_fn=collate)

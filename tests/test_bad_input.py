@@ -66,6 +66,12 @@ BAD_INPUT = [
     # unknown choices the CLI tests do not try (tests/test_cli.py: method, task, budget, mode)
     (("model=huge",), "unknown model 'huge'; valid models: hybrid, paper, shortconv, small, smoke"),
     (("logger=tensorboard",), "unknown logger 'tensorboard'; valid loggers: none, wandb"),
+    (("recipe=zoo",), "unknown recipe 'zoo'; did you mean 'zoology'? valid recipes: suite, zoology"),
+    (("recipe.name=nope",), "error: unknown recipe 'nope'; valid recipes: suite, zoology"),
+    (("recipe=zoology", "recipe.init=jax"), "recipe.init must be one of pytorch, zoology, got 'jax'"),
+    (("recipe.conv_skip=maybe",), "recipe.conv_skip must be true or false, got 'maybe'"),
+    (("recipe.embed_dropout=1.5",), "recipe.embed_dropout must be a number in [0, 1) or null (model.dropout), got 1.5"),
+    (("recipe.shedule=epoch",), "did you mean 'recipe.schedule'?"),
     (("experiment=lra_nope",), "unknown experiment 'lra_nope'; did you mean 'lra_listops'? valid experiments: "
                                "lra_image, "),
     # a choice close to a valid one gets the hint misspelled keys get, in a sweep's list too

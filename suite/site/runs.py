@@ -310,7 +310,7 @@ def plots_beside(model: Record, path: Path) -> tuple[str, ...]:
 # What a reproduce command sets: the config groups by name, then every value of these blocks (the
 # groups' own and whatever the run overrode: a learning rate, a board point's sizes, method options),
 # then the top-level keys that define a run. Paths, logging and scheduling are the user's own.
-REPRODUCED_GROUPS = ("mode", "method", "task", "budget", "model")
+REPRODUCED_GROUPS = ("mode", "method", "task", "budget", "model", "recipe")  # recipe: absent before recipes
 REPRODUCED_KEYS = ("seed", "device", "cpu_threads", "memory_cap_bytes")  # cpu_threads sets every speed
 NOT_REPRODUCED = {("method", "version"), ("method", "package")}  # the code's, not the user's: the harness sets them
 

@@ -16,7 +16,7 @@ import torch
 from torch import nn
 
 import methods
-from suite import records, training
+from suite import recipe, records, training
 from suite.errors import ConfigError
 from suite.model import Decoder, MultiHeadAttention, build_model
 from suite.records import write_atomically
@@ -55,7 +55,7 @@ def trained_model(cfg: Mapping, device: torch.device) -> tuple[nn.Module, object
     path = checkpoint_path(cfg, device)
     if path.exists():
         payload = torch.load(path, map_location=device, weights_only=True)
-        model = build_model(cfg["task"]["backbone"], data.info, cfg["model"], cfg["method"]).to(device)
+        model = build_model(cfg["task"]["backbone"], data.info, cfg["model"], cfg["method"], recipe.of(cfg)).to(device)
         model.load_state_dict(payload["state_dict"])
         trained_now = False
     else:
