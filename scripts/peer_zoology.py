@@ -117,7 +117,7 @@ def board_record(row: dict, lr: float, seed: int, extra: list[str]) -> Path | No
     from suite.run import find_finished, with_method_version
 
     config = board_config([*row["suite"], *extra, f"budget.lr={lr}", f"seed={seed}", "cpu_threads=1"])
-    config = with_method_version(config, methods.get(config["method"]["name"]).version)
+    config = with_method_version(config, methods.get(config["method"]["name"]))
     return find_finished(REPO / "results", records.config_hash(config, "cpu"))
 
 

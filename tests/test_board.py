@@ -99,7 +99,7 @@ def test_every_record_of_the_pinned_board_is_a_cell_of_the_board_file():
     board command finds it by its config hash and skips it. (Needs no history: the records carry
     their configs.)"""
     pinned = PIN.read_text().strip()
-    versioned = [with_method_version(copy.deepcopy(c), methods.get(c["method"]["name"]).version)
+    versioned = [with_method_version(copy.deepcopy(c), methods.get(c["method"]["name"]))
                  for c in cpu_board_cells(CONF)]
     cells = {records.cell_key(c): c for c in versioned}  # as suite.run hashes them: with the method's version
     checked = 0

@@ -195,10 +195,10 @@ def test_the_sites_command_reruns_a_recipe_with_a_switch_set(make_config, tmp_pa
     from tests.test_reproduce import composed
 
     config = make_config("point=cpu_mqar_64x16", "method=linear", "recipe=zoology", "recipe.init=pytorch")
-    config = with_method_version(config, methods.get("linear").version)
+    config = with_method_version(config, methods.get("linear"))
     committed = next(r for r in load_runs(REPO / "results" / "train" / "mqar" / "linear")[0])
     run = dataclasses.replace(committed, record={**committed.record, "config": config})
     command = reproduce_command(run)
     assert "recipe=zoology" in command and "recipe.init=pytorch" in command
-    again = with_method_version(composed(command, tmp_path), methods.get("linear").version)
+    again = with_method_version(composed(command, tmp_path), methods.get("linear"))
     assert records.config_hash(again, "cpu") == records.config_hash(config, "cpu")

@@ -40,7 +40,7 @@ def test_every_committed_record_is_on_the_list():
 def test_the_reproduce_command_composes_the_recorded_config(run, tmp_path):
     # As suite.run does before it hashes: today's code version of the method joins the config.
     config = composed(reproduce_command(run), tmp_path)
-    config = with_method_version(config, methods.get(config["method"]["name"]).version)
+    config = with_method_version(config, methods.get(config["method"]["name"]))
     assert records.config_hash(config, run.model.env.device) == records.record_config_hash(run.record)
 
 
