@@ -190,6 +190,13 @@ def point_problems(board: Board, conf_dir: Path) -> list[str]:
     return found
 
 
+def refused_pilots(board: Board) -> list[str]:
+    """The points the board declares and does not run, because their pilot failed: one line each, with
+    what the pilot measured, so that a board never drops a point without saying why."""
+    return [f"board {board.name}: {point} is refused: its pilot failed: {pilot['note']}"
+            for point, pilot in (board.pilots or {}).items() if not pilot["passed"] and point not in board.points]
+
+
 def roster(board: Board, registered: list[str] | tuple[str, ...]) -> list[str]:
     """The methods the board runs, in the order it runs them: its own list, else every registered
     method; less its exclusions; the methods of ``first`` ahead, in that order."""
@@ -381,6 +388,8 @@ def main(argv: list[str] | None = None) -> int:
     except BoardError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_USER_ERROR
+    for line in refused_pilots(board):
+        print(line, file=sys.stderr)
     worst = 0
     for i, stage in enumerate(runs, 1):
         print(f"board {board.name}: multirun {i}/{len(runs)}: python -m suite -m {' '.join(stage)}", file=sys.stderr,

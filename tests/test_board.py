@@ -246,7 +246,9 @@ def test_the_project_boards_points_all_exist_and_the_long_boards_own_folder_hold
         spec = board.load(name)
         assert not [p for p in board.point_problems(spec, conf) if "unknown" in p or "not longer" in p], name
     long = board.load("long")
-    assert long.folder == "long" and set(long.pilots) == set(long.points)
+    assert long.folder == "long" and all(long.pilots[p]["passed"] for p in long.points)
+    assert board.refused_pilots(long) == [f"board long: {p} is refused: its pilot failed: {said['note']}"
+                                          for p, said in long.pilots.items() if not said["passed"]]
     assert [stage[-2] for stage in board.stages(long, methods.available())] == [f"point={p}" for p in long.points]
 
 
@@ -271,6 +273,9 @@ def test_the_board_command_refuses_an_unknown_board_and_prints_a_dry_run():
     # one multirun per other point: a pinned commit's pre-check refuses a sweep over several points
     assert [line.split(" point=")[1].split()[0] for line in lines[6:]] == ["cpu_mqar_64x4", "cpu_mqar_64x8",
                                                                           "cpu_listops_short"]
+    long = command("long", "--dry-run")  # a point off the list for a failed pilot is named, with the reason
+    assert long.returncode == 0, long.stderr
+    assert "board long: cpu_genomics_1024 is refused: its pilot failed: softmax stays at the 50%" in long.stderr
 
 
 def test_a_board_file_runs_its_multiruns_and_resumes(tmp_path, data_dir):
