@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import tasks
 from suite import board, record_store, records
 from suite import submission as packages
 
@@ -169,7 +170,7 @@ def check_file(path: Path, submission: bool) -> tuple[Checked | None, list[Probl
     problems += markup_problems(path, record)
     if not problems:
         problems += location_problems(path, record)
-    problems += hash_problems(path, record) + seed_problems(path, record)
+    problems += hash_problems(path, record) + seed_problems(path, record) + baseline_problems(path, record)
     problems += provenance_problems(path, record, submission)
     if not problems:  # a method is built only from a record that passed every check above
         problems += declared_problems(path, record)
@@ -212,6 +213,17 @@ def seed_problems(path: Path, record: dict) -> list[Problem]:
         return [Problem(path, "config.seed", f"{seed!r} is not a seed of the {budget} board's protocol",
                         f"one of {', '.join(map(str, seeds))}")]
     return []
+
+
+def baseline_problems(path: Path, record: dict) -> list[Problem]:
+    """A train record's baseline is its task's, where the task defines it from its config alone
+    (tasks.baseline: chance in a recall task), not the record's to say."""
+    stated, task = get(record, ("metrics", "baseline_accuracy")), get(record, ("config", "task"))
+    defined = tasks.baseline(task.get("name"), task) if isinstance(task, dict) else None
+    if record["kind"] != "train" or stated is None or defined is None or stated == defined:
+        return []
+    return [Problem(path, "metrics.baseline_accuracy", f"{stated!r} is not its task's baseline",
+                    f"{defined!r}, as the task's config defines it")]
 
 
 def provenance_problems(path: Path, record: dict, submission: bool) -> list[Problem]:

@@ -30,10 +30,15 @@ csv.field_size_limit(sys.maxsize)
 FAMILIES = ("tasks.lra", "tasks.recall", "tasks.genomics")
 ENTRY_POINTS = "attention_suite.tasks"
 LOADERS: dict[str, str] = {}
+# name -> the task's baseline from its task config alone, where its trivial predictor needs no data
+# (a family's ``BASELINES``; a majority class needs the data, so such a task has none here)
+BASELINES: dict[str, Callable[[Mapping], float]] = {}
 CONFIGS: dict[str, dict] = {}  # the outside families' task configs (the built-in ones are conf/task/*.yaml)
 for _family in FAMILIES:
     try:
-        LOADERS.update(importlib.import_module(_family).LOADERS)
+        _module = importlib.import_module(_family)
+        LOADERS.update(_module.LOADERS)
+        BASELINES.update(getattr(_module, "BASELINES", {}))
     except ModuleNotFoundError as exc:  # a family not written yet
         if exc.name != _family:
             raise
@@ -83,9 +88,21 @@ def loader(name: str) -> Callable[[Mapping, Path], TaskData]:
     return getattr(importlib.import_module(module_name), func)
 
 
+def baseline(name: str, task: Mapping) -> float | None:
+    """The baseline of built-in task ``name`` as its config ``task`` defines it, without its data or
+    any installed package's code (validate and the site read it off an untrusted record); None for
+    a task whose baseline needs its data, and for a config that does not define one."""
+    if task.get("loader"):  # a task from outside the suite, by import path: not the built-in one of that name
+        return None
+    try:
+        return float(BASELINES[name](task))
+    except (KeyError, TypeError, ValueError, ZeroDivisionError, OverflowError):
+        return None
+
+
 def load(name: str, config: Mapping, data_dir: str | Path) -> TaskData:
     """Build (or read from cache) the splits of task ``name``."""
     return loader(name)(config, Path(data_dir))
 
 
-__all__ = ["TaskData", "TaskError", "TaskInfo", "available", "load", "loader"]
+__all__ = ["TaskData", "TaskError", "TaskInfo", "available", "baseline", "load", "loader"]

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
-from torch.utils.data import Dataset
+if TYPE_CHECKING:  # annotations only: the task registry (tasks/__init__.py) loads without torch
+    from torch.utils.data import Dataset
 
 SPLITS = ("train", "val", "test")
 IGNORE_LABEL = -100  # a token target's label where no prediction is scored

@@ -18,6 +18,7 @@ import torch
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
+import tasks
 from methods import AttentionMethod, contract, registry
 from methods.registry import REGISTRY
 from suite import record_store, records
@@ -28,6 +29,7 @@ from suite.schema import INT_LIMIT
 from suite.site.__main__ import main as site_main
 from suite.site.board import board_rows, conflict_messages, off_protocol_messages
 from suite.site.runs import load_runs
+from suite.validate import check_file as validate_file
 from suite.validate import main as validate
 from tests.fake_submission import BOARD, committed_cell, make_submission, write
 from tests.outside_methods import StatelessSoftmax
@@ -226,7 +228,8 @@ def set_at(*path, value):
 
 
 # name: (the forged record made from seed 0's, what the site says of it, what validate says; None
-# where validate cannot know: the task's baseline is the verified records', which a submission lacks)
+# where validate cannot know: a majority class is a function of the data, so ListOps's baseline is the
+# verified records', which a submission lacks; a recall task's follows from its config, below)
 FORGED = {
     "an ok record without its accuracy": (forged_copy(set_at("metrics", "test_accuracy", value=KeyError)),
                                           "field 'metrics.test_accuracy': missing from an ok train record",
@@ -284,6 +287,32 @@ def test_a_forged_record_is_one_line_of_validate(case, tmp_path, capsys):
     [line] = capsys.readouterr().out.splitlines()
     assert line.startswith(f"{forged}: ") and says in line, line
     assert snapshot(folder) == before
+
+
+MQAR_RECORD = Path(__file__).resolve().parent / "data" / "recall" / "mqar_softmax.json"  # a CPU board record
+
+
+@pytest.mark.parametrize("stated", [0.99, 0.5, None])
+def test_a_recall_records_baseline_is_its_tasks_own_in_validate_and_the_site(stated, tmp_path):
+    """Chance in a recall task follows from its config (1 / pairs in MQAR: tasks.baseline), so
+    validate knows it without any verified record, and the site refuses a record that states
+    another one, even where it is the only record of its task."""
+    record = json.loads(MQAR_RECORD.read_text())
+    pairs = record["config"]["task"]["num_kv_pairs"]
+    assert record["metrics"]["baseline_accuracy"] == tasks.baseline("mqar", record["config"]["task"]) == 1 / pairs
+    if stated is not None:
+        record["metrics"]["baseline_accuracy"] = stated
+    path = write(tmp_path / "results", record)
+    _, problems = validate_file(path, submission=False)
+    runs, said = load_runs(tmp_path / "results")
+    if stated is None:
+        assert not [p for p in problems if p.field == "metrics.baseline_accuracy"] and len(runs) == 1
+        return
+    assert [str(p) for p in problems if p.field == "metrics.baseline_accuracy"] == [
+        f"{path}: metrics.baseline_accuracy: {stated!r} is not its task's baseline; expected {1 / pairs!r}, as the "
+        "task's config defines it"]
+    assert runs == [] and said == [f"{path}: field 'metrics.baseline_accuracy' is {stated!r}, not its task's "
+                                   f"{1 / pairs!r} (from its task's config); skipped"]
 
 
 def test_a_submitted_copy_that_disagrees_with_a_verified_run_is_shown_apart_and_marked(tmp_path):

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import tasks
 from suite import modes, records
 from suite.metrics import Metric
 from suite.record_store import iter_loaded
@@ -229,18 +230,27 @@ def data_key(run: Run) -> str:
 
 def not_the_tasks_baseline(runs: list[Run]) -> list[tuple[Run, str]]:
     """The train runs whose baseline_accuracy is not their task's, and why. The baseline is the
-    task's (a function of its data, which its config's task block defines), not a record's to say:
-    the value the verified records of that data agree on (most of them, where they differ). A
+    task's, not a record's to say: where the task defines it from its config alone (chance in a
+    recall task: tasks.baseline), that value; else (a majority class, a function of the data) the
+    value the verified records of the same task data agree on (most of them, where they differ). A
     task no verified record ran keeps its records' own."""
     told: dict[str, Counter] = {}
     for run in runs:
         if run.kind == "train" and run.tier == "verified" and run.metric("baseline_accuracy") is not None:
             told.setdefault(data_key(run), Counter())[run.metric("baseline_accuracy")] += 1
-    task = {key: counts.most_common(1)[0][0] for key, counts in told.items()}
-    return [(run, f"field 'metrics.baseline_accuracy' is {run.metric('baseline_accuracy')!r}, not its task's "
-                  f"{task[data_key(run)]!r} (the verified records' of the same task data)")
-            for run in runs if run.kind == "train" and data_key(run) in task
-            and run.metric("baseline_accuracy") != task[data_key(run)]]
+    agreed = {key: counts.most_common(1)[0][0] for key, counts in told.items()}
+    refused = []
+    for run in runs:
+        if run.kind != "train":
+            continue
+        config = run.record["config"].get("task")
+        defined = tasks.baseline(config.get("name"), config) if isinstance(config, dict) else None
+        expected, whose = ((defined, "its task's config") if defined is not None
+                           else (agreed.get(data_key(run)), "the verified records' of the same task data"))
+        if expected is not None and run.metric("baseline_accuracy") != expected:
+            refused.append((run, f"field 'metrics.baseline_accuracy' is {run.metric('baseline_accuracy')!r}, not "
+                                 f"its task's {expected!r} (from {whose})"))
+    return refused
 
 
 def board_pin(path: Path, folder: Path) -> Path | None:

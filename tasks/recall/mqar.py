@@ -29,6 +29,7 @@ import torch
 from tasks.base import IGNORE_LABEL, LengthTest, TaskData, TaskError, TaskInfo
 from tasks.cache import generated_splits, split_seed
 from tasks.options import choice_option, int_option, split_sizes
+from tasks.recall import mqar_baseline
 from tasks.recall.sampling import distinct_uniform, sample_without_replacement
 from tasks.splits import TokenTargets
 
@@ -154,7 +155,8 @@ def load(config: Mapping, data_dir: Path) -> TaskData:
         extra={"num_kv_pairs": num_kv_pairs, "num_values": num_values, "power_a": float(power_a)},
     )
     return TaskData(info=info, train=TokenTargets(splits["train"]), val=TokenTargets(splits["val"]),
-                    test=TokenTargets(splits["test"]), baseline=1.0 / num_kv_pairs, length_tests=length_tests)
+                    test=TokenTargets(splits["test"]), baseline=mqar_baseline({"num_kv_pairs": num_kv_pairs}),
+                    length_tests=length_tests)
 
 
 def test_lengths(config: Mapping, seq_len: int, num_kv_pairs: int, vocab_size: int) -> list[int]:
@@ -180,4 +182,5 @@ def length_test(fields: Mapping, length: int, data_dir: Path) -> LengthTest:
         Path(data_dir) / "recall" / "mqar", sized,
         lambda num, seed: make(num, length, pairs, fields["vocab_size"], seed, fields["power_a"]), names=("test",),
     )["test"]
-    return LengthTest(seq_len=length, split=TokenTargets(split), baseline=1.0 / pairs, extra={"num_kv_pairs": pairs})
+    return LengthTest(seq_len=length, split=TokenTargets(split), baseline=mqar_baseline({"num_kv_pairs": pairs}),
+                      extra={"num_kv_pairs": pairs})

@@ -27,6 +27,7 @@ import torch
 from tasks.base import IGNORE_LABEL, TaskData, TaskError, TaskInfo
 from tasks.cache import generated_splits
 from tasks.options import choice_option, int_option, split_sizes
+from tasks.recall import selective_copying_baseline
 from tasks.recall.sampling import distinct_uniform
 from tasks.splits import TokenTargets
 
@@ -92,4 +93,4 @@ def load(config: Mapping, data_dir: Path) -> TaskData:
         extra={"num_tokens": num_tokens, "num_symbols": num_symbols},
     )
     return TaskData(info=info, train=TokenTargets(splits["train"]), val=TokenTargets(splits["val"]),
-                    test=TokenTargets(splits["test"]), baseline=1.0 / num_symbols)
+                    test=TokenTargets(splits["test"]), baseline=selective_copying_baseline({"vocab_size": vocab_size}))
