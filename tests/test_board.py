@@ -76,6 +76,7 @@ def cpu_board_cells(conf: Path) -> list[dict]:
 
 # -- the CPU board is the board it replaced ---------------------------------------------------------------
 
+@pytest.mark.slow  # 12-19 s: .ci/run runs it
 def test_the_cpu_board_file_composes_the_cells_of_the_presets_it_replaced(tmp_path_factory):
     """Every cell of the CPU board file composes the config (so the config hash and the cell key) that
     the pinned board's presets composed: a board in progress goes on from its records, rerunning none.
@@ -278,6 +279,7 @@ def test_the_board_command_refuses_an_unknown_board_and_prints_a_dry_run():
     assert "board long: cpu_genomics_1024 is refused: its pilot failed: softmax stays at the 50%" in long.stderr
 
 
+@pytest.mark.slow  # 12-19 s: .ci/run runs it
 def test_a_board_file_runs_its_multiruns_and_resumes(tmp_path, data_dir):
     """A small unpinned board end to end: its multiruns run (the state axis too), and a rerun skips
     every run that has an ok record."""

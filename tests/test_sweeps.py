@@ -29,6 +29,7 @@ def ok_records(results: Path) -> list[dict]:
     return [r for _, r in record_store.iter_records(results) if r["status"] == "ok"]
 
 
+@pytest.mark.slow  # 12-19 s: .ci/run runs it
 def test_multirun_resumes_and_skips_finished_jobs(tmp_path, data_dir):
     results = tmp_path / "results"
     args = ("-m", "method=softmax,linear", "task=listops", "budget=smoke", f"results_dir={results}")
@@ -45,6 +46,7 @@ def test_multirun_resumes_and_skips_finished_jobs(tmp_path, data_dir):
     assert forced.returncode == 0 and len(list(results.rglob("*.json"))) == 3
 
 
+@pytest.mark.slow  # 12-19 s: .ci/run runs it
 def test_two_job_sweep_through_the_joblib_launcher(tmp_path, data_dir):
     results = tmp_path / "results"
     done = suite_cli("-m", "hydra/launcher=joblib_local", "hydra.launcher.n_jobs=2", "method=softmax",
