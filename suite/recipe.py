@@ -70,3 +70,16 @@ def node(name: str) -> dict[str, Any]:
 def of(config: Mapping) -> Mapping[str, Any]:
     """The recipe block of a run's ``config`` (one that predates recipes: the suite's)."""
     return config.get("recipe", SUITE)
+
+
+def label(config: Mapping) -> str:
+    """A run's recipe as the site names it: its name, then each switch set apart from that recipe's
+    own value ('zoology', 'suite, init=zoology'); a record's unknown name or switch is shown as stated."""
+    block = of(config)
+    if not isinstance(block, Mapping):
+        return str(block)
+    name = str(block.get("name", "suite"))
+    own = values(name) if name in RECIPES else {}
+    changed = [f"{k}={block[k]}" for k in sorted(block) if k != "name" and own.get(k, object()) != block[k]]
+    return ", ".join([name, *changed])
+

@@ -34,10 +34,11 @@ def train(method: str = "softmax", task: str = "mqar", *, seed: int = 0, lr: flo
           steps: int = 100, max_steps: int = 2000, stopped: bool = True, memory: int = 2**20,
           memory_source: str = "rss_high_water_mark_above_built_run", curve: list | None = None,
           best_step: int | None = None, commit: str = "c0ffee0", dirty: bool = False, time: str | None = None,
-          d_model: int = 64, loss: float | None = None, params: int | None = None) -> dict:
+          d_model: int = 64, loss: float | None = None, params: int | None = None,
+          recipe: dict | None = None) -> dict:
     """A train record of the CPU board's shape, with made-up numbers (``time``: the method's
     time_in_length; ``curve``: its val_curve; ``loss``: its final train loss; ``baseline``: by default the
-    task's own, 1 / pairs for MQAR, else 1%)."""
+    task's own, 1 / pairs for MQAR, else 1%; ``recipe``: its config's recipe block, none by default)."""
     if baseline is None:
         baseline = 1 / pairs if task == "mqar" and pairs else 0.01
     if baseline_name is None:
@@ -53,7 +54,7 @@ def train(method: str = "softmax", task: str = "mqar", *, seed: int = 0, lr: flo
                   "mixers": ["conv", "attention"], "position": "none", "mlp": False},
         "protocol": {"name": "lr_sweep", "lrs": list(LRS), "seeds": [0, 1, 2]},
         "mode": {"name": "train"}, "seed": seed, "device": "auto",
-    }
+    } | ({"recipe": recipe} if recipe else {})
     metrics = {"baseline_accuracy": baseline, "baseline_name": baseline_name, "steps": steps,
                "stopped_early": stopped, "train_tokens_per_s": tokens, "peak_memory_bytes": memory,
                "peak_memory_source": memory_source, "state_bytes": state, "median_step_time_s": 0.01}

@@ -13,6 +13,7 @@ import re
 from html.parser import HTMLParser
 from pathlib import Path
 
+from suite import recipe as recipes
 from suite.record_store import write_record
 from suite.records import record_config_hash
 from suite.site.build import SITE_DIR
@@ -223,6 +224,67 @@ def test_an_equal_state_sentence_compares_the_bands_best_cells_by_the_test(tmp_p
         "On mqar 64·16 pairs (hybrid), at equal state: at 8.0 KiB-8.1 KiB, hedgehog (feature_dim=16) trails softmax "
         "(d_model=16); at 32.0 KiB-32.5 KiB, hedgehog (usual feature_dim) trails softmax (d_model=64). No "
         "exact-attention cell holds 1.1 KiB, so nothing there is compared with it.")
+
+
+def test_a_comparison_is_stated_where_it_holds_under_both_recipes_and_otherwise_named_as_depending_on_it(tmp_path):
+    kw = {"pairs": 16, "baseline": 0.0625}
+    zoology, init = recipes.values("zoology"), {**recipes.values("suite"), "init": "zoology"}
+    qkv = {**recipes.values("suite"), "qkv": "separate"}
+    records = []
+    for recipe, narrow, hedgehog, wide, linear in (
+            (None, (0.95, 0.96, 0.97), (0.20, 0.22, 0.24), (0.97, 0.98, 0.99), (0.50, 0.52, 0.54)),
+            (zoology, (0.95, 0.96, 0.97), (0.20, 0.21, 0.22), (0.30, 0.32, 0.34), (0.50, 0.52, 0.54)),
+            (init, None, None, (0.97, 0.98, 0.99), (0.10, 0.12, 0.14)),  # init alone: linear loses 40 points
+            (qkv, None, None, (0.97, 0.98, 0.99), (0.45, 0.47, 0.49))):  # qkv alone: 5 points
+        if narrow:
+            records += seeds("softmax", narrow, time="N^2", state=8192, d_model=16, recipe=recipe, **kw)
+            records += seeds("hedgehog", hedgehog, time="N", state=8320, options={"feature_dim": 16}, recipe=recipe,
+                             **kw)
+        records += seeds("softmax", wide, time="N^2", state=16392, d_model=32, recipe=recipe, **kw)
+        records += seeds("linear", linear, time="N", state=16640, recipe=recipe, **kw)
+    records += seeds("softmax", (0.99, 0.995, 1.0), time="N^2", state=32776, **kw)  # the suite's recipe only
+    records += seeds("hedgehog", (0.30, 0.32, 0.34), time="N", state=33280, **kw)
+    for method, time in (("softmax", "N^2"), ("hedgehog", "N"), ("linear", "N")):
+        records += seeds(method, (0.9, 0.91, 0.92), time=time, pairs=8)  # the usual sizes elsewhere
+    runs, rows, columns = rows_from(tmp_path, records)
+    # A row holds one recipe's runs, named by it; a one-switch recipe names its switch.
+    labels_at_16 = sorted(r.label for r in rows if r.method == "linear" and any(c.num_kv_pairs == 16 for c in r.cells))
+    assert labels_at_16 == ["linear", "linear (recipe=suite, init=zoology)", "linear (recipe=suite, qkv=separate)",
+                            "linear (recipe=zoology)"]
+    first = lead(rows, [c for c in columns if c.num_kv_pairs == 16], runs)
+    by_rule = {s.rule: s.text for s in first.summary}
+    assert by_rule["EQUAL_STATE"] == (
+        "On mqar 64·16 pairs (hybrid), at equal state: at 8.0 KiB-8.1 KiB, hedgehog (feature_dim=16) trails softmax "
+        "(d_model=16) under both recipes; at 32.0 KiB-32.5 KiB, hedgehog (usual feature_dim) trails softmax "
+        "(d_model=64) (recipe=zoology did not run both).")
+    assert by_rule["RECIPE"] == (
+        "On mqar 64·16 pairs (hybrid), the ordering depends on the training recipe: at 16.0 KiB-16.2 KiB, linear "
+        "(d_model=64) trails softmax (d_model=32) under the suite's recipe, under recipe=zoology leads: the switch "
+        "that moves it most is init=zoology (-40.0 points on the gap).")
+    holds = [(g.size, g.holds) for g in first.states]
+    assert holds == [("8.0 KiB-8.1 KiB", True), ("16.0 KiB-16.2 KiB", False), ("32.0 KiB-32.5 KiB", None)]
+    # The table shows each band under both recipes, and marks each comparison.
+    table = re.search(r'<table class="state-groups".*?</table>', build(tmp_path / "b", records), re.S).group(0)
+    assert "best, recipe=zoology" in table and "<b>linear (recipe=zoology)</b> 52.0%" in table
+    assert table.count("holds under both") == 1 and table.count("depends on the recipe") == 1
+
+
+def test_without_one_switch_runs_a_recipe_dependent_comparison_says_no_switch_is_measured(tmp_path):
+    kw = {"pairs": 16, "baseline": 0.0625}
+    records = []
+    for recipe, wide, linear in ((None, (0.97, 0.98, 0.99), (0.50, 0.52, 0.54)),
+                                 (recipes.values("zoology"), (0.30, 0.32, 0.34), (0.50, 0.52, 0.54))):
+        records += seeds("softmax", wide, time="N^2", state=16392, d_model=32, recipe=recipe, **kw)
+        records += seeds("linear", linear, time="N", state=16640, recipe=recipe, **kw)
+    records += seeds("linear", (0.3, 0.31, 0.32), time="N", state=1088, d_model=16, **kw)  # a second state: the axis
+    for method, time in (("softmax", "N^2"), ("linear", "N")):
+        records += seeds(method, (0.9, 0.91, 0.92), time=time, pairs=8)
+    runs, rows, columns = rows_from(tmp_path, records)
+    first = lead(rows, [c for c in columns if c.num_kv_pairs == 16], runs)
+    by_rule = {s.rule: s.text for s in first.summary}
+    assert "EQUAL_STATE" not in by_rule  # its one comparison does not hold: the lead does not state it
+    assert by_rule["RECIPE"].endswith("under recipe=zoology leads: no run on the board sets one switch alone, so "
+                                      "which switch moves it is not measured here.")
 
 
 def test_fidelity_ranks_maps_by_shared_errors_and_never_ranks_hedgehogs_denominator(tmp_path):

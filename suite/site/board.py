@@ -13,12 +13,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from suite import board as boards
+from suite import recipe as recipes
 from suite.modes import declared
 from suite.records import cell_key, select_lr
 from suite.site import known, reference, stats
 from suite.site.runs import Run, number, safe_name
 
 ACCURACY = declared("train")["test_accuracy"]
+SUITE_RECIPE = recipes.label({})  # 'suite': the recipe of the board's own rows (and of records before recipes)
 TEST_BUDGETS = ("smoke",)  # budgets of test runs: they check that the code runs, not what it learns
 LRA_TASKS = reference.AVERAGE_OVER  # Path-X is excluded from LRA's average
 LRA_RULE = (
@@ -447,11 +449,14 @@ class Row:
     tier: str = "verified"  # runs.TIERS: a row holds one tier's runs, one submission's, one hardware class's
     origin: str | None = None  # a submitted row's submission folder
     hardware: str = ""  # the device model its runs were measured on (Run.hardware)
+    recipe: str = SUITE_RECIPE  # the training recipe of its runs (Run.recipe): a row never mixes recipes
 
     @property
     def key(self) -> str:
         where = (self.tier, self.origin, self.hardware) if self.tier != "verified" else ()
-        return " | ".join(filter(None, (self.method, self.variant, self.budget, self.device, self.dtype, *where)))
+        trained = (f"recipe={self.recipe}",) if self.recipe != SUITE_RECIPE else ()
+        return " | ".join(filter(None, (self.method, self.variant, *trained, self.budget, self.device, self.dtype,
+                                        *where)))
 
     @property
     def example(self) -> Run:
@@ -460,8 +465,10 @@ class Row:
 
     @property
     def label(self) -> str:
-        """The method, and its variant when it has one: 'linear', 'linear (d_model=32)'."""
-        return f"{self.method} ({self.variant})" if self.variant else self.method
+        """The method, with its variant and a recipe other than the suite's when it has them: 'linear',
+        'linear (d_model=32)', 'linear (d_model=32, recipe=zoology)'."""
+        parts = [p for p in (self.variant, f"recipe={self.recipe}" if self.recipe != SUITE_RECIPE else "") if p]
+        return f"{self.method} ({', '.join(parts)})" if parts else self.method
 
     def task_cells(self, task: str) -> list[Cell]:
         """The row's cells on ``task``, at whatever length and model."""
@@ -537,33 +544,32 @@ def board_rows(runs: list[Run]) -> list[Row]:
     they are never averaged into one cell."""
     by_method: dict[tuple, list[Run]] = {}
     for run in filter(on_board, runs):
-        by_method.setdefault((run.method, run.budget, run.device, run.dtype, run.tier, run.origin, run.hardware),
-                             []).append(run)
+        by_method.setdefault((run.method, run.budget, run.device, run.dtype, run.tier, run.origin), []).append(run)
     grouped: dict[tuple, dict[Column, list[Run]]] = {}
     for (method, budget, device, dtype, *where), group in by_method.items():
         labels = variants(group)
-        for run in group:
-            key = (method, labels[id(run)], budget, device, dtype, *where)
+        for run in group:  # the variant is named among every host's and recipe's runs, so their rows match
+            key = (method, labels[id(run)], budget, device, dtype, *where, run.hardware, run.recipe)
             grouped.setdefault(key, {}).setdefault(column_of(run), []).append(run)
     rows = []
     against = disputed(runs)
     for key in sorted(grouped, key=row_order):
-        method, variant, budget, device, dtype, tier, origin, hardware = key
+        method, variant, budget, device, dtype, tier, origin, hardware, recipe = key
         cells = {c: make_cell(found) for c, found in grouped[key].items()}
         for cell in cells.values():
             cell.disputed = [r for r in cell.runs if id(r) in against]
-        rows.append(Row(method, budget, device, dtype, variant, cells, tier, origin, hardware))
+        rows.append(Row(method, budget, device, dtype, variant, cells, tier, origin, hardware, recipe))
     return rows
 
 
 def row_order(key: tuple) -> tuple:
     """Rows by method (methods.CANONICAL_ORDER, then by name), the verified row before submitted
     ones, budget, device, dtype; a method's usual configuration before its variants, variants with
-    their numbers compared as numbers (window=8 before window=16)."""
-    method, variant, budget, device, dtype, tier, origin, hardware = key
+    their numbers compared as numbers (window=8 before window=16); the suite's recipe first."""
+    method, variant, budget, device, dtype, tier, origin, hardware, recipe = key
     natural = [int(p) if p.isdigit() else p for p in re.split(r"(\d+)", variant)]
     return (known.method_rank(method), tier != "verified", origin or "", hardware, budget, device, dtype,
-            variant != "", natural)
+            variant != "", natural, recipe != SUITE_RECIPE, recipe)
 
 
 def board_columns(rows: list[Row]) -> list[Column]:

@@ -13,7 +13,7 @@ from suite import board as boards
 from suite.metrics import format_bytes
 from suite.modes import declared
 from suite.site import known, stats
-from suite.site.board import LRA_TASKS, VARIANT_SIZES, Cell, Column, Row, board_tables
+from suite.site.board import LRA_TASKS, SUITE_RECIPE, VARIANT_SIZES, Cell, Column, Row, board_tables
 from suite.site.figures import (
     FidelityHeadline,
     Figure,
@@ -103,6 +103,14 @@ RULES = {
         "the comparison test (TEST; two solved cells tie), each named with the knob that set its state (the "
         "method's state axis on the board: model width, feature count, window). A band with no exact-attention "
         "cell is named as such and compared with nothing."),
+    "RECIPE": (
+        "The board ranks cells under the suite's training recipe; where the state-bound point was also run under "
+        "another recipe (recipe=zoology: DESIGN.md, \"The recipe\"), each equal-state comparison (EQUAL_STATE) is "
+        "asked again of the same two configurations' cells under it, by the same test. The comparison holds when "
+        "the test gives the same answer (leads, ties, trails) under every recipe that ran both; the first screen "
+        "states only comparisons that hold, and of the others says that the ordering depends on the recipe, naming "
+        "the switch whose one-switch runs move the two cells' gap the most (or that no run on the board sets one "
+        "switch alone)."),
     "EQUAL_WIDTH": "At the state-bound point, the methods at one model width (d_model) with their other options as "
                    "usual, ranked by the ties rule: the comparison where the knob is the same for every method.",
     "KERNEL_CROSSOVER": "Per kernel record group: the length from which each method is faster than the faster of "
@@ -214,13 +222,49 @@ class PointLine:
 
 
 @dataclass(frozen=True)
+class Comparison:
+    """An equal-state band's comparison under one recipe: its best sub-quadratic cell against its
+    best exact one (EQUAL_STATE), or under another recipe the same two configurations' cells
+    (RECIPE); ``relation`` is None where that recipe did not run both."""
+
+    recipe: str
+    sub: Entry | None
+    exact: Entry | None
+    relation: str | None
+
+
+@dataclass(frozen=True)
 class StateGroup:
-    """Cells of equal state (rules.equal_state_groups) at the state-bound point, ranked."""
+    """Cells of equal state (rules.equal_state_groups) at the state-bound point, ranked; its
+    comparison under the suite's recipe and under each other recipe the point ran (RECIPE)."""
 
     low: float
     high: float
     ranking: Ranking
     knobs: list[str]  # what sets the cells' states apart, e.g. ["d_model", "window"]
+    compared: Comparison | None = None  # None: the band holds no exact cell, or no sub-quadratic one
+    recipes: list[Comparison] = field(default_factory=list)
+    moved_by: str | None = None  # RECIPE: which switch moves the comparison most, where it does not hold
+    ranked_under: list[tuple[str, Ranking]] = field(default_factory=list)  # the same configurations per other recipe
+
+    @property
+    def size(self) -> str:
+        low, high = format_bytes(self.low), format_bytes(self.high)
+        return low if high == low else f"{low}-{high}"
+
+    @property
+    def holds(self) -> bool | None:
+        """RECIPE: whether the comparison holds under every other recipe that ran both its
+        configurations (None: none did)."""
+        asked = [c for c in self.recipes if c.relation is not None]
+        if self.compared is None or not asked:
+            return None
+        return all(c.relation == self.compared.relation for c in asked)
+
+    @property
+    def not_asked(self) -> list[str]:
+        """The other recipes that did not run both of the comparison's configurations."""
+        return [c.recipe for c in self.recipes if c.relation is None]
 
 
 @dataclass(frozen=True)
@@ -289,15 +333,62 @@ def point_line(column: Column, where: str, entries: list[Entry]) -> PointLine:
     return PointLine(column, where, best, Ranking.of(sub))
 
 
-def state_groups(entries: list[Entry]) -> list[StateGroup]:
-    """The equal-state groups (rules.equal_state_groups) of at least two methods."""
+def state_groups(entries: list[Entry], others: dict[str, list[Entry]] | None = None,
+                 switches: dict[str, list[Entry]] | None = None) -> list[StateGroup]:
+    """The equal-state groups (rules.equal_state_groups) of at least two methods, each with its
+    comparison, asked again under each other recipe in ``others`` (recipe -> its entries at the
+    point); ``switches``: the entries of one-switch recipes, which name what moves a comparison."""
     groups = []
     for states in equal_state_groups(sorted({e.state for e in entries if e.state})):
         members = [e for e in entries if e.state in states]
         if len({e.row.method for e in members}) >= 2:
             knobs = sorted({k for e in members for k in e.knobs.sizes})
-            groups.append(StateGroup(states[0], states[-1], Ranking.of(members), knobs))
+            group = StateGroup(states[0], states[-1], Ranking.of(members), knobs, comparison(members))
+            group = replace(group, ranked_under=[
+                (r, Ranking.of([e for e in (same_configuration(m, found) for m in members) if e is not None]))
+                for r, found in sorted((others or {}).items())])
+            if group.compared:
+                group = replace(group, recipes=[asked_under(group.compared, r, found)
+                                                for r, found in sorted((others or {}).items())])
+                if group.holds is False:
+                    group = replace(group, moved_by=moved_most(group.compared, switches or {}))
+            groups.append(group)
     return groups
+
+
+def comparison(members: list[Entry]) -> Comparison | None:
+    """EQUAL_STATE: a band's best sub-quadratic cell against its best exact one, under the suite's recipe."""
+    exact, sub = best_of([e for e in members if e.exact]), best_of([e for e in members if not e.exact])
+    if exact is None or sub is None:
+        return None
+    return Comparison(SUITE_RECIPE, sub, exact, relation(sub.cell, exact.cell))
+
+
+def same_configuration(entry: Entry, found: list[Entry]) -> Entry | None:
+    """The cell of ``entry``'s configuration (method and variant) among another recipe's ``found``."""
+    return next((e for e in found if (e.row.method, e.row.variant) == (entry.row.method, entry.row.variant)), None)
+
+
+def asked_under(compared: Comparison, recipe: str, found: list[Entry]) -> Comparison:
+    """RECIPE: ``compared`` asked of the same two configurations' cells under ``recipe``."""
+    sub, exact = same_configuration(compared.sub, found), same_configuration(compared.exact, found)
+    both = sub is not None and exact is not None
+    return Comparison(recipe, sub, exact, relation(sub.cell, exact.cell) if both else None)
+
+
+def moved_most(compared: Comparison, switches: dict[str, list[Entry]]) -> str:
+    """RECIPE: the switch whose one-switch runs move the gap between ``compared``'s two cells the most
+    (the gap's change in points, where both configurations ran with that switch alone)."""
+    gap = compared.sub.cell.mean() - compared.exact.cell.mean()
+    moves = {}
+    for switch, found in switches.items():
+        sub, exact = same_configuration(compared.sub, found), same_configuration(compared.exact, found)
+        if sub is not None and exact is not None:
+            moves[switch] = sub.cell.mean() - exact.cell.mean() - gap
+    if not moves:
+        return "no run on the board sets one switch alone, so which switch moves it is not measured here"
+    switch = max(moves, key=lambda k: abs(moves[k]))
+    return f"the switch that moves it most is {switch} ({100 * moves[switch]:+.1f} points on the gap)"
 
 
 def width_groups(entries: list[Entry]) -> list[WidthGroup]:
@@ -331,10 +422,19 @@ def lead_group(rows: list[Row]) -> tuple[str, list[Row]]:
     return f"{budget} budget, {device}", group
 
 
+def one_switch(recipe: str) -> str | None:
+    """The switch a recipe label sets apart from the suite's recipe, where it sets one alone
+    ('suite, init=zoology' -> 'init=zoology')."""
+    parts = recipe.split(", ")
+    return parts[1] if parts[0] == SUITE_RECIPE and len(parts) == 2 else None
+
+
 def lead(rows: list[Row], columns: list[Column], runs: list[Run]) -> Lead:
-    """The first screen of a board with rows; its figures are for the lead group."""
+    """The first screen of a board with rows; its figures are for the lead group. It ranks the rows
+    of the suite's recipe; the other recipes' rows ask its equal-state comparisons again (RECIPE)."""
     figures: list[Figure] = []
     lines, states, widths, state_point = [], [], [], None
+    everyone, rows = rows, [r for r in rows if r.recipe == SUITE_RECIPE]
     if rows:
         where, group = lead_group(rows)
         state_point = state_bound_point(group, columns)
@@ -344,7 +444,15 @@ def lead(rows: list[Row], columns: list[Column], runs: list[Run]) -> Lead:
         figures += recall_figures(usual, recall, where)[:1]
         if state_point:
             figures += state_figures(group, [state_point], where)
-            states = state_groups(ranked(group, state_point))
+            hardware = {(r.budget, r.device) for r in group}
+            others: dict[str, list[Row]] = {}
+            for row in everyone:
+                if row.recipe != SUITE_RECIPE and (row.budget, row.device) in hardware and row.tier == "verified":
+                    others.setdefault(row.recipe, []).append(row)
+            asked = {recipe: ranked(found, state_point) for recipe, found in others.items()}
+            states = state_groups(ranked(group, state_point),
+                                  {r: found for r, found in asked.items() if one_switch(r) is None},
+                                  {one_switch(r): found for r, found in asked.items() if one_switch(r)})
             widths = width_groups(ranked(group, state_point))
         groups = by_device_and_budget(rows)
         ordered = [c for t in board_tables(rows, columns) for c in t.columns]  # as the tables show them
@@ -357,7 +465,8 @@ def lead(rows: list[Row], columns: list[Column], runs: list[Run]) -> Lead:
     used = [e for r in rankings for e in (*r.leaders, *r.behind)]
     fidelity = fidelity_headline(runs)
     summary = [s for s in (scale_sentence(rows), paper_scale_sentence(rows, columns),
-                           state_sentence(state_point, states), length_gap_sentence(rows, kernel),
+                           state_sentence(state_point, states), recipe_sentence(state_point, states),
+                           length_gap_sentence(rows, kernel),
                            fidelity_sentence(fidelity)) if s]
     return Lead(figures, summary, lines, state_point, states, widths, kernel, fidelity,
                 any(e.assumed for e in used))
@@ -366,17 +475,18 @@ def lead(rows: list[Row], columns: list[Column], runs: list[Run]) -> Lead:
 def state_sentence(point: Column | None, groups: list[StateGroup]) -> Sentence | None:
     """EQUAL_STATE: per equal-state band holding both kinds, how its best sub-quadratic cell stands
     to its best exact cell (rules.relation), both named with the knob that set their state; the
-    bands without an exact cell are named as such, with no verdict."""
+    bands without an exact cell are named as such, with no verdict. A comparison another recipe
+    does not confirm is left to the RECIPE sentence."""
     compared, alone = [], []
     for group in groups:
         cells = group.ranking.leaders + group.ranking.behind
-        size = format_bytes(group.low) + ("" if format_bytes(group.high) == format_bytes(group.low)
-                                          else f"-{format_bytes(group.high)}")
-        exact, sub = best_of([e for e in cells if e.exact]), best_of([e for e in cells if not e.exact])
-        if exact is None:
-            alone.append(size)
-        elif sub is not None:
-            compared.append(f"at {size}, {sub.named} {relation(sub.cell, exact.cell)} {exact.named}")
+        if not any(e.exact for e in cells):
+            alone.append(group.size)
+        elif group.compared and group.holds is not False:
+            c = group.compared
+            both = " under both recipes" if group.holds else ""
+            missing = "".join(f" (recipe={r} did not run both)" for r in group.not_asked)
+            compared.append(f"at {group.size}, {c.sub.named} {c.relation} {c.exact.named}{both}{missing}")
     if point is None or not (compared or alone):
         return None
     text = f"On {point.label}, at equal state: {'; '.join(compared)}." if compared else f"On {point.label}:"
@@ -385,6 +495,21 @@ def state_sentence(point: Column | None, groups: list[StateGroup]) -> Sentence |
         text += (f" No exact-attention cell holds {sizes}, so nothing there is compared with it." if compared else
                  f" no exact-attention cell holds {sizes}, so nothing there is compared with it.")
     return Sentence("EQUAL_STATE", text)
+
+
+def recipe_sentence(point: Column | None, groups: list[StateGroup]) -> Sentence | None:
+    """RECIPE: the equal-state comparisons another recipe answers differently, each with both answers
+    and what moves it; None where every comparison asked again holds."""
+    moved = [g for g in groups if g.holds is False]
+    if point is None or not moved:
+        return None
+    parts = []
+    for g in moved:
+        c = g.compared
+        under = "; ".join(f"under recipe={o.recipe} {o.relation}" for o in g.recipes if o.relation)
+        parts.append(f"at {g.size}, {c.sub.named} {c.relation} {c.exact.named} under the suite's recipe, {under}: "
+                     f"{g.moved_by}")
+    return Sentence("RECIPE", f"On {point.label}, the ordering depends on the training recipe: {'; '.join(parts)}.")
 
 
 def best_of(entries: list[Entry]) -> Entry | None:

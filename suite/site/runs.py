@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import tasks
-from suite import modes, records
+from suite import modes, recipe, records
 from suite.metrics import Metric
 from suite.record_store import iter_loaded
 from suite.schema import Record
@@ -87,6 +87,11 @@ class Run:
         if name not in fields:
             raise KeyError(f"{name!r} is not a field of the {self.kind} metrics schema; fields: {', '.join(fields)}")
         return getattr(self.model.metrics, name)
+
+    @property
+    def recipe(self) -> str:
+        """The training recipe (suite.recipe.label): 'suite' for a record that predates recipes."""
+        return recipe.label(self.record["config"])
 
     @property
     def budget(self) -> str:
