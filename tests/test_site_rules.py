@@ -10,6 +10,8 @@ import copy
 import html
 import json
 import re
+import subprocess
+import sys
 from html.parser import HTMLParser
 from pathlib import Path
 
@@ -24,6 +26,8 @@ from suite.site.runs import load_runs
 from tests.test_site import fidelity_record, kernel_record
 from tests.test_site_board import build, cpu_board, row_html, train
 from tests.test_site_lead import rows_from
+
+SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "recipe_table.py"
 
 
 def seeds(method: str, tests, **kw) -> list[dict]:
@@ -267,6 +271,13 @@ def test_a_comparison_is_stated_where_it_holds_under_both_recipes_and_otherwise_
     table = re.search(r'<table class="state-groups".*?</table>', build(tmp_path / "b", records), re.S).group(0)
     assert "best, recipe=zoology" in table and "<b>linear (recipe=zoology)</b> 52.0%" in table
     assert table.count("holds under both") == 1 and table.count("depends on the recipe") == 1
+    # docs/recipe_board.md's tables, printed from the same records by the same rules.
+    printed = subprocess.run([sys.executable, str(SCRIPT), "--results", str(tmp_path / "results")],
+                             capture_output=True, text=True, check=True).stdout
+    assert "| linear | 16.2 KiB | 52.0 ± 2.0 (3e-3, n=3) | 12.0 ± 2.0 (3e-3, n=3) | 47.0 ± 2.0 (3e-3, n=3) | 52.0 ± " \
+        "2.0 (3e-3, n=3) |" in printed
+    assert "| 8.0 KiB-8.1 KiB | hedgehog (feature_dim=16) trails softmax (d_model=16) | trails | holds under both |" \
+        in printed
 
 
 def test_without_one_switch_runs_a_recipe_dependent_comparison_says_no_switch_is_measured(tmp_path):
