@@ -131,6 +131,49 @@ def hash_problem(record: Mapping) -> str | None:
     return None
 
 
+def number_or_none(value: object) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def train_problems(record: Mapping) -> list[tuple[str, str]]:
+    """Why an ok train record cannot be compared, as (field, why): its early-stop fields contradict
+    its validation curve or its steps (suite/training.py stops at the first evaluation at or above
+    budget.target_val_accuracy, and stopped_early is steps < max_steps), or it states no test size
+    (the comparison test's binomial term needs it: budget.num_test, else task.num_test)."""
+    if record.get("kind") != "train" or record.get("status") != "ok":
+        return []
+    metrics, config = record.get("metrics") or {}, record.get("config") or {}
+    budget = config.get("budget") if isinstance(config.get("budget"), Mapping) else {}
+    task = record.get("task") if isinstance(record.get("task"), Mapping) else {}
+    problems = []
+    if number_or_none(budget.get("num_test")) is None and number_or_none(task.get("num_test")) is None:
+        problems.append(("task.num_test", "states no test size (nor budget.num_test): the comparison test needs it"))
+    stopped, steps = metrics.get("stopped_early"), number_or_none(metrics.get("steps"))
+    target, limit = number_or_none(budget.get("target_val_accuracy")), number_or_none(budget.get("max_steps"))
+    curve = [p for p in metrics.get("val_curve") or [] if isinstance(p, list) and len(p) == 2
+             and number_or_none(p[0]) is not None and number_or_none(p[1]) is not None]
+    best = number_or_none(metrics.get("val_accuracy"))
+    if stopped is True:
+        if target is None:
+            problems.append(("metrics.stopped_early", "is true, but the budget sets no target_val_accuracy to stop at"))
+        elif best is not None and best < target:
+            problems.append(("metrics.stopped_early", f"is true, but the best validation accuracy {best!r} is below "
+                             f"budget.target_val_accuracy {target!r}"))
+        elif curve and max(a for _, a in curve) < target:
+            problems.append(("metrics.stopped_early", f"is true, but no point of metrics.val_curve reaches "
+                             f"budget.target_val_accuracy {target!r}"))
+        if steps is not None and limit is not None and steps >= limit:
+            problems.append(("metrics.stopped_early", f"is true, but metrics.steps {steps:g} is budget.max_steps"))
+    if stopped is False:
+        if target is not None and limit is not None and any(a >= target and s < limit for s, a in curve):
+            problems.append(("metrics.stopped_early", f"is false, but metrics.val_curve reaches "
+                             f"budget.target_val_accuracy {target!r} before budget.max_steps, where the run stops"))
+        if steps is not None and limit is not None and steps < limit:
+            problems.append(("metrics.stopped_early", f"is false, but metrics.steps {steps:g} is below "
+                             f"budget.max_steps {limit:g}"))
+    return problems
+
+
 def cell_key(config: Mapping) -> str:
     """A hash of what defines a board cell: the run's defining config without the learning rate
     and the seed, which the protocol sweeps inside the cell."""

@@ -171,6 +171,8 @@ def check_file(path: Path, submission: bool) -> tuple[Checked | None, list[Probl
     if not problems:
         problems += location_problems(path, record)
     problems += hash_problems(path, record) + seed_problems(path, record) + baseline_problems(path, record)
+    problems += [Problem(path, at, why, "a record as suite/training.py writes it")
+                 for at, why in records.train_problems(record)]
     problems += provenance_problems(path, record, submission)
     if not problems:  # a method is built only from a record that passed every check above
         problems += declared_problems(path, record)

@@ -315,6 +315,44 @@ def test_a_recall_records_baseline_is_its_tasks_own_in_validate_and_the_site(sta
                                    f"{1 / pairs!r} (from its task's config); skipped"]
 
 
+def no_test_size(record: dict) -> None:
+    del record["task"]["num_test"], record["config"]["budget"]["num_test"]
+    record["config_hash"] = records.record_config_hash(record)  # an edit of the config, hashed again
+
+
+@pytest.mark.parametrize("edit, field, why", [
+    (lambda r: r["metrics"].update(stopped_early=False, steps=6000), "metrics.stopped_early",
+     "is false, but metrics.val_curve reaches budget.target_val_accuracy 0.99 before budget.max_steps, where the run "
+     "stops"),
+    (lambda r: r["metrics"].update(val_curve=[[s, min(a, 0.9)] for s, a in r["metrics"]["val_curve"]],
+                                   val_accuracy=0.9), "metrics.stopped_early",
+     "is true, but the best validation accuracy 0.9 is below budget.target_val_accuracy 0.99"),
+    (lambda r: r["metrics"].update(val_curve=[[s, min(a, 0.9)] for s, a in r["metrics"]["val_curve"]]),
+     "metrics.stopped_early", "is true, but no point of metrics.val_curve reaches budget.target_val_accuracy 0.99"),
+    (lambda r: r["metrics"].update(steps=6000), "metrics.stopped_early", "is true, but metrics.steps 6000 is "
+     "budget.max_steps"),
+    (lambda r: r["metrics"].update(stopped_early=False, val_accuracy=0.9,
+                                   val_curve=[[s, min(a, 0.9)] for s, a in r["metrics"]["val_curve"]]),
+     "metrics.stopped_early", "is false, but metrics.steps 2200 is below budget.max_steps 6000"),
+    (no_test_size, "task.num_test", "states no test size (nor budget.num_test): the comparison test needs it"),
+], ids=["stopped-false-at-target", "stopped-below-target", "curve-below-target", "stopped-at-max-steps",
+        "not-stopped-short", "no-test-size"])
+def test_a_record_whose_early_stop_contradicts_its_curve_or_that_has_no_test_size_is_left_out(edit, field, why,
+                                                                                              tmp_path):
+    """The site ranks solved cells by their early stop and tests every gap with the test set's size:
+    a record whose early-stop fields contradict its curve or steps, or that states no test size, is
+    named by validate with its path and left out of every comparison by the site."""
+    record = json.loads(MQAR_RECORD.read_text())
+    assert records.train_problems(record) == []  # the record as written passes
+    edit(record)
+    path = write(tmp_path / "results", record)
+    _, problems = validate_file(path, submission=False)
+    assert [str(p) for p in problems if p.field == field] == [
+        f"{path}: {field}: {why}; expected a record as suite/training.py writes it"]
+    runs, said = load_runs(tmp_path / "results")
+    assert runs == [] and said == [f"{path}: {field} {why}; skipped"]
+
+
 def test_a_submitted_copy_that_disagrees_with_a_verified_run_is_shown_apart_and_marked(tmp_path):
     results, submitted = tmp_path / "results", tmp_path / "submissions" / "mallory"
     paths = make_submission(results)

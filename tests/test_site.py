@@ -43,7 +43,7 @@ def train_record(method: str, task: str, seed: int, accuracy: float | None, stat
         metrics.update(test_accuracy=accuracy, val_accuracy=accuracy)
     return new_record("train", config=config, config_hash=records.config_hash(config, "cpu"),
                       method=config["method"] | {"params": {}},
-                      task={"name": task, "seq_len": 64}, metrics=metrics, status=status, error=error,
+                      task={"name": task, "seq_len": 64, "num_test": 1000}, metrics=metrics, status=status, error=error,
                       env={"device": "cpu", "device_name": "test cpu", "git_commit": "abc123", "git_dirty": False,
                            "seed": seed})
 

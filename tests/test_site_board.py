@@ -31,7 +31,7 @@ def train(method: str = "softmax", task: str = "mqar", *, seed: int = 0, lr: flo
           val: float | None = None, budget: str = "cpu", seq_len: int = 64, pairs: int | None = 4,
           created: str = "2026-12-01T10:00:00Z", status: str = "ok", baseline: float | None = None,
           baseline_name: str | None = None, tokens: float = 1000.0, state: int = 32768, options: dict | None = None,
-          steps: int = 100, max_steps: int = 2000, stopped: bool = True, memory: int = 2**20,
+          steps: int | None = None, max_steps: int = 2000, stopped: bool | None = None, memory: int = 2**20,
           memory_source: str = "rss_high_water_mark_above_built_run", curve: list | None = None,
           best_step: int | None = None, commit: str = "c0ffee0", dirty: bool = False, time: str | None = None,
           d_model: int = 64, loss: float | None = None, params: int | None = None,
@@ -41,6 +41,13 @@ def train(method: str = "softmax", task: str = "mqar", *, seed: int = 0, lr: flo
     task's own, 1 / pairs for MQAR, else 1%; ``recipe``: its config's recipe block, none by default)."""
     if baseline is None:
         baseline = 1 / pairs if task == "mqar" and pairs else 0.01
+    # As suite/training.py writes them: a run stops at its first validation at the target (0.99), and
+    # stopped_early is steps < max_steps (by default one that stops took 100 steps).
+    best = max([test if val is None else val, *(a for _, a in curve or [])], default=None) if test is not None else None
+    if stopped is None:
+        stopped = best is not None and best >= 0.99
+    if steps is None:
+        steps = 100 if stopped else max_steps
     if baseline_name is None:
         baseline_name = "a value from the context at random: 1 / key-value pairs" if task == "mqar" else "chance"
     task_block = {"name": task, "seq_len": seq_len} | ({"num_kv_pairs": pairs} if pairs is not None else {})
