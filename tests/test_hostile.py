@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 import tasks
 from methods import AttentionMethod, contract, registry
 from methods.registry import REGISTRY
-from suite import record_store, records
+from suite import record_store, records, submission
 from suite.board import main as board_main
 from suite.check_method import main as check_method
 from suite.records import MAX_FILE_BYTES
@@ -131,15 +131,23 @@ SPECIAL_FILES = {
 }
 SUBMISSION_FILES = {
     "submission.json linked to a secret": ("submission.json", link_to_secret, "a symbolic link"),
+    "submission.json linked to /dev/zero": ("submission.json", lambda p: p.symlink_to("/dev/zero"), "a symbolic link"),
     "submission.json a FIFO": ("submission.json", os.mkfifo, "a FIFO"),
+    "a 200 MB submission.json": ("submission.json", sparse(200 * 2**20),
+                                 f"209,715,200 bytes, above the cap of {MAX_FILE_BYTES:,} bytes"),
 }
+
+
+class StillBlocked(BaseException):
+    """Raised in code under test that blocks: not an OSError (as TimeoutError is), so no ``except
+    OSError`` in that code can take it for an unreadable file and let a hang pass as a refusal."""
 
 
 @contextlib.contextmanager
 def within(seconds: int):
     """Fail, rather than hang the test run, when the code under test blocks (a FIFO opened for reading)."""
     def expired(signum, frame):
-        raise TimeoutError(f"still blocked after {seconds} s")
+        raise StillBlocked(f"still blocked after {seconds} s")
     previous = signal.signal(signal.SIGALRM, expired)
     signal.alarm(seconds)
     try:
@@ -184,6 +192,23 @@ def test_the_site_skips_a_special_file_with_one_warning_and_keeps_its_cells(case
     assert str(results / relative) in problem and reason in problem, problem
     assert SECRET[:12] not in problem and "TOPSECRET" not in problem
     assert [run.file for run in runs] == [run.file for run in shown]  # the cells hold the same runs
+
+
+@pytest.mark.parametrize("case", SUBMISSION_FILES)
+def test_the_install_step_refuses_a_special_submission_json_in_one_line(case, tmp_path):
+    """CI's install step (``python -m suite.submission install``, before validate) reads submission.json
+    with the same reader: a link, a FIFO or a huge file is one line, never followed, blocked on or read."""
+    folder = tmp_path / "submissions" / "mallory"
+    make_submission(folder)
+    relative, make, reason = SUBMISSION_FILES[case]
+    (folder / relative).unlink()
+    make(folder / relative)
+    with within(10):
+        packages, lines = submission.read_packages(folder)
+    assert packages == []
+    [line] = lines
+    assert line.startswith(f"{folder / relative}: file: {reason}"), line
+    assert SECRET[:12] not in line
 
 
 def test_a_sweeps_resume_check_skips_a_fifo_with_one_warning(tmp_path):
