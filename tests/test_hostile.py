@@ -460,6 +460,19 @@ def test_no_record_is_written_outside_results_dir(tmp_path):
     assert [p for p in tmp_path.rglob("*") if p.is_file()] == []
 
 
+def test_no_record_is_written_through_a_link_out_of_results_dir(tmp_path):
+    """A name may be an identifier and the path still leave results_dir: a folder on the way that is a
+    link to elsewhere. The writer resolves the path first and refuses it."""
+    results, elsewhere = tmp_path / "results", tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    results.mkdir()
+    (results / "train").symlink_to(elsewhere, target_is_directory=True)
+    record = json.loads(sorted((BOARD / "train").rglob("*.json"))[0].read_text())
+    with pytest.raises(records.RecordError, match=r"its path '.*' leads outside results_dir$"):
+        record_store.write_record(record, results)
+    assert [p for p in tmp_path.rglob("*") if p.is_file()] == []
+
+
 def test_the_registry_and_the_records_hold_one_name_rule():
     assert registry.NAME.pattern == records.NAME.pattern and registry.NAME_RULE == records.NAME_RULE
 
@@ -527,6 +540,25 @@ def test_a_board_file_of_broken_yaml_is_one_line(tmp_path, capsys):
     assert board_main([str(board)]) == 2
     [line] = capsys.readouterr().err.splitlines()
     assert line == f"error: board {board}: not valid YAML at line 2, column 7 (expected ',' or ']', but got ':')"
+
+
+@pytest.mark.parametrize("where", ["top", "metrics"])
+def test_a_record_holds_extra_keys_inside_its_objects_but_none_at_its_top(where, tmp_path, capsys):
+    """What the README says of extra keys (the issue found it promised them at the top, where the
+    schema refuses them): one line of validate at the top, accepted inside an object."""
+    folder = tmp_path / "submission"
+    paths = make_submission(folder)
+    record = json.loads(paths[0].read_text())
+    (record if where == "top" else record["metrics"])["extra_note"] = "x"
+    paths[0].write_text(json.dumps(record))
+    code = validate(["--submission", str(folder)])
+    lines = capsys.readouterr().out.splitlines()
+    if where == "metrics":
+        assert code == 0 and lines == []
+        return
+    assert code == 1
+    [line] = lines
+    assert line.startswith(f"{paths[0]}: schema: field 'extra_note': Extra inputs are not permitted"), line
 
 
 def test_a_bidirectional_control_in_a_device_name_is_one_line_of_validate(tmp_path, capsys):
