@@ -491,6 +491,9 @@ CONFIGS = {
                                f"budget.max_steps must be in [1, {INT_LIMIT}], got {2**63}"),
     "a 5,000-character results_dir": ((f"results_dir=/tmp/{'x' * 5000}",), "results_dir must be a path of at most "
                                       "4095 bytes, each folder's name at most 255, got '/tmp/xxxx"),
+    "a run of a method class named ../../../outside": ((f"method={__name__}:OutsideName", "task=mqar"),
+                                                       f"method class {__name__}:OutsideName has name "
+                                                       "'../../../outside'; expected a lower"),
 }
 
 
