@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from suite.env import SUITE_DISTRIBUTION
+from suite.records import MAX_FILE_BYTES, RefusedFile, read_untrusted
 
 RELEASE = re.compile(r"(?P<name>[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?)==(?P<version>[0-9][A-Za-z0-9.+!_-]*)")
 GIT = re.compile(r"git\+(?P<url>https://[^\s@#?]+)@(?P<commit>[0-9a-f]{40})")
@@ -130,9 +131,9 @@ def record_problems(record: dict, packages: list[Package]) -> list[tuple[str, st
 def problems(root: Path, records: list[tuple[Path, dict]]) -> list[tuple[Path, str, str, str]]:
     """(file, field, what, expected): submission.json's packages, then each record's distributions."""
     path = root / "submission.json"
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError):
+    try:  # the safe reader: a link, a FIFO or /dev/zero is refused unread, not followed, blocked on or read forever
+        data = json.loads(read_untrusted(path))
+    except (RefusedFile, ValueError, RecursionError):
         return []  # validate says what is wrong with the file itself
     if not isinstance(data, dict):
         return []
@@ -149,8 +150,10 @@ def read_packages(folder: Path) -> tuple[list[Package], list[str]]:
     """The packages a submission folder declares, and a line per problem (validate says the rest)."""
     path = folder / "submission.json"
     try:
-        data = json.loads(path.read_text()) if path.is_file() else {}
-    except (OSError, ValueError) as exc:
+        data = json.loads(read_untrusted(path)) if path.exists() or path.is_symlink() else {}
+    except RefusedFile as exc:
+        return [], [f"{path}: file: {exc.reason}; expected a regular file of at most {MAX_FILE_BYTES:,} bytes"]
+    except (ValueError, RecursionError) as exc:
         return [], [f"{path}: file: not readable JSON ({exc}); expected a JSON object"]
     packages, found = parse_packages(data if isinstance(data, dict) else {})
     return packages, [f"{path}: {field}: {what}; expected {expected}" for field, what, expected in found]

@@ -369,6 +369,29 @@ def test_a_record_that_cannot_be_written_is_kept_and_the_same_command_writes_it_
     assert not kept.parent.exists() and files_under(results) == [path]
 
 
+def test_a_finished_run_whose_record_the_schema_refuses_keeps_it_beside_its_checkpoints(make_config, monkeypatch,
+                                                                                          capsys):
+    """Issue 47 (a run trained for hours, then its record was refused): the config and record schemas
+    share their bounds now, but any refusal of a finished run's record still keeps the record, as a
+    write failure does."""
+    config = make_config(*FAST, "budget.max_steps=2")
+    results = Path(config["results_dir"])
+
+    def refuse(record, where):
+        raise records.RecordError(f"{where}: refused by the test")
+
+    monkeypatch.setattr(record_store, "validate", refuse)
+    with pytest.raises(ConfigError) as refused:
+        run(config)
+    assert "test accuracy" in capsys.readouterr().out
+    [kept] = list((results / ".checkpoints").glob("*/record.kept"))
+    message = str(refused.value)
+    assert message.startswith("the record was not written: record '") and message.count("\n") == 0
+    assert f": refused by the test; the summary above is the run's, and its record is kept in {kept}" in message
+    assert not list(results.rglob("*.json"))
+    assert json.loads(kept.read_text())["metrics"]["test_accuracy"] is not None
+
+
 def test_an_interrupted_run_whose_record_cannot_be_written_resumes_from_its_checkpoint(make_config, monkeypatch):
     config = make_config(*FAST, "budget.max_steps=4", "budget.checkpoint_every=1")
     results = Path(config["results_dir"])

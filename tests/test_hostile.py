@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 import tasks
 from methods import AttentionMethod, contract, registry
 from methods.registry import REGISTRY
-from suite import record_store, records
+from suite import record_store, records, submission
 from suite.board import main as board_main
 from suite.check_method import main as check_method
 from suite.records import MAX_FILE_BYTES
@@ -131,15 +131,23 @@ SPECIAL_FILES = {
 }
 SUBMISSION_FILES = {
     "submission.json linked to a secret": ("submission.json", link_to_secret, "a symbolic link"),
+    "submission.json linked to /dev/zero": ("submission.json", lambda p: p.symlink_to("/dev/zero"), "a symbolic link"),
     "submission.json a FIFO": ("submission.json", os.mkfifo, "a FIFO"),
+    "a 200 MB submission.json": ("submission.json", sparse(200 * 2**20),
+                                 f"209,715,200 bytes, above the cap of {MAX_FILE_BYTES:,} bytes"),
 }
+
+
+class StillBlocked(BaseException):
+    """Raised in code under test that blocks: not an OSError (as TimeoutError is), so no ``except
+    OSError`` in that code can take it for an unreadable file and let a hang pass as a refusal."""
 
 
 @contextlib.contextmanager
 def within(seconds: int):
     """Fail, rather than hang the test run, when the code under test blocks (a FIFO opened for reading)."""
     def expired(signum, frame):
-        raise TimeoutError(f"still blocked after {seconds} s")
+        raise StillBlocked(f"still blocked after {seconds} s")
     previous = signal.signal(signal.SIGALRM, expired)
     signal.alarm(seconds)
     try:
@@ -184,6 +192,23 @@ def test_the_site_skips_a_special_file_with_one_warning_and_keeps_its_cells(case
     assert str(results / relative) in problem and reason in problem, problem
     assert SECRET[:12] not in problem and "TOPSECRET" not in problem
     assert [run.file for run in runs] == [run.file for run in shown]  # the cells hold the same runs
+
+
+@pytest.mark.parametrize("case", SUBMISSION_FILES)
+def test_the_install_step_refuses_a_special_submission_json_in_one_line(case, tmp_path):
+    """CI's install step (``python -m suite.submission install``, before validate) reads submission.json
+    with the same reader: a link, a FIFO or a huge file is one line, never followed, blocked on or read."""
+    folder = tmp_path / "submissions" / "mallory"
+    make_submission(folder)
+    relative, make, reason = SUBMISSION_FILES[case]
+    (folder / relative).unlink()
+    make(folder / relative)
+    with within(10):
+        packages, lines = submission.read_packages(folder)
+    assert packages == []
+    [line] = lines
+    assert line.startswith(f"{folder / relative}: file: {reason}"), line
+    assert SECRET[:12] not in line
 
 
 def test_a_sweeps_resume_check_skips_a_fifo_with_one_warning(tmp_path):
@@ -473,6 +498,19 @@ def test_no_record_is_written_outside_results_dir(tmp_path):
     assert [p for p in tmp_path.rglob("*") if p.is_file()] == []
 
 
+def test_no_record_is_written_through_a_link_out_of_results_dir(tmp_path):
+    """A name may be an identifier and the path still leave results_dir: a folder on the way that is a
+    link to elsewhere. The writer resolves the path first and refuses it."""
+    results, elsewhere = tmp_path / "results", tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    results.mkdir()
+    (results / "train").symlink_to(elsewhere, target_is_directory=True)
+    record = json.loads(sorted((BOARD / "train").rglob("*.json"))[0].read_text())
+    with pytest.raises(records.RecordError, match=r"its path '.*' leads outside results_dir$"):
+        record_store.write_record(record, results)
+    assert [p for p in tmp_path.rglob("*") if p.is_file()] == []
+
+
 def test_the_registry_and_the_records_hold_one_name_rule():
     assert registry.NAME.pattern == records.NAME.pattern and registry.NAME_RULE == records.NAME_RULE
 
@@ -491,6 +529,9 @@ CONFIGS = {
                                f"budget.max_steps must be in [1, {INT_LIMIT}], got {2**63}"),
     "a 5,000-character results_dir": ((f"results_dir=/tmp/{'x' * 5000}",), "results_dir must be a path of at most "
                                       "4095 bytes, each folder's name at most 255, got '/tmp/xxxx"),
+    "a run of a method class named ../../../outside": ((f"method={__name__}:OutsideName", "task=mqar"),
+                                                       f"method class {__name__}:OutsideName has name "
+                                                       "'../../../outside'; expected a lower"),
 }
 
 
@@ -540,6 +581,25 @@ def test_a_board_file_of_broken_yaml_is_one_line(tmp_path, capsys):
     assert board_main([str(board)]) == 2
     [line] = capsys.readouterr().err.splitlines()
     assert line == f"error: board {board}: not valid YAML at line 2, column 7 (expected ',' or ']', but got ':')"
+
+
+@pytest.mark.parametrize("where", ["top", "metrics"])
+def test_a_record_holds_extra_keys_inside_its_objects_but_none_at_its_top(where, tmp_path, capsys):
+    """What the README says of extra keys (the issue found it promised them at the top, where the
+    schema refuses them): one line of validate at the top, accepted inside an object."""
+    folder = tmp_path / "submission"
+    paths = make_submission(folder)
+    record = json.loads(paths[0].read_text())
+    (record if where == "top" else record["metrics"])["extra_note"] = "x"
+    paths[0].write_text(json.dumps(record))
+    code = validate(["--submission", str(folder)])
+    lines = capsys.readouterr().out.splitlines()
+    if where == "metrics":
+        assert code == 0 and lines == []
+        return
+    assert code == 1
+    [line] = lines
+    assert line.startswith(f"{paths[0]}: schema: field 'extra_note': Extra inputs are not permitted"), line
 
 
 def test_a_bidirectional_control_in_a_device_name_is_one_line_of_validate(tmp_path, capsys):
