@@ -139,3 +139,23 @@ def test_a_submission_without_submission_json_builds_as_its_warning_says(tmp_pat
                for p in report.problems)
     html = (report.out_dir / "index.html").read_text()
     assert html.count('class="tier tier-submitted"') == 2 and "submitted by" not in html
+
+
+def test_a_submitted_run_of_a_released_suite_names_its_version_where_it_has_no_commit(tmp_path):
+    """A run of the suite installed from its wheel or an index release records the version and no
+    commit (issue 46), and validate takes that version in place of a commit: the row's provenance
+    names the release instead of saying "suite commit not recorded"."""
+    from suite.site.pages import tier_title
+    from suite.site.runs import load_runs
+
+    folder = tmp_path / "wheel-h100"
+    for path in make_submission(folder):
+        record = json.loads(path.read_text())
+        record["env"].update(git_commit=None, git_dirty=None)
+        path.write_text(json.dumps(record))
+    (tmp_path / "results").mkdir()
+    runs, _ = load_runs(tmp_path / "results", submitted=(folder,))
+    titles = {tier_title(run) for run in runs}
+    assert titles == {"submitted by Ada Lovelace, added 2026-12-03, suite release 0.1.0 (installed as a package: no "
+                      "commit); not rerun by the project. Machine: NVIDIA H100 80GB HBM3; torch 2.13.0+cu124, "
+                      "triton 3.9.0, fla 0.6.0, cuda 12.4, driver 550.54.15"}

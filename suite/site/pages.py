@@ -112,19 +112,32 @@ def provenance_title(cell: Cell) -> str:
 
 
 def tier_title(run: Run) -> str:
-    """A run's provenance in words: who ran it, when it was added, from which suite commit, on what machine."""
+    """A run's provenance in words: who ran it, when it was added, from which suite commit (or release), on
+    what machine."""
     hardware = run.model.env.hardware
     software = ", ".join(f"{name} {getattr(hardware, name)}" for name in ("torch", "triton", "fla", "cuda", "driver")
                          if hardware is not None and getattr(hardware, name))
-    commit = (run.model.env.git_commit or "not recorded")[:12]
+    commit = suite_code(run)
     if run.tier == "verified":
-        pin = "" if run.pinned is None else (", the board's pinned commit" if run.pinned.startswith(commit)
+        ran_at = (run.model.env.git_commit or "not recorded")[:12]
+        pin = "" if run.pinned is None else (", the board's pinned commit" if run.pinned.startswith(ran_at)
                                              else f", not the board's pinned commit {run.pinned[:12]}")
-        return (f"verified: run by the project at suite commit {commit}{pin}, added {run.added}. "
+        return (f"verified: run by the project at suite {commit}{pin}, added {run.added}. "
                 f"Machine: {run.hardware}")
     by = f" by {run.submission['submitter']}" if run.submission.get("submitter") else ""
-    return (f"submitted{by}, added {run.added}, suite commit {(run.model.env.git_commit or 'not recorded')[:12]}; "
+    return (f"submitted{by}, added {run.added}, suite {commit}; "
             f"not rerun by the project. Machine: {run.hardware}" + (f"; {software}" if software else ""))
+
+
+def suite_code(run: Run) -> str:
+    """The suite's code a run ran, in words: its commit; else, installed from a wheel or an index
+    release, its version (which validate takes in place of a commit); else neither was recorded."""
+    env = run.model.env
+    if env.git_commit:
+        return f"commit {env.git_commit[:12]}"
+    if env.suite_version:
+        return f"release {env.suite_version} (installed as a package: no commit)"
+    return "commit not recorded"
 
 
 def run_name(run: Run) -> str:
