@@ -17,6 +17,7 @@ miss peaks shorter than that.
 
 from __future__ import annotations
 
+import os
 import statistics
 import time
 from collections.abc import Callable, Mapping
@@ -80,6 +81,14 @@ def measure_phase(fn: Callable[[], object], device: torch.device, grid: Mapping)
     repeats = min(grid["repeats"], max(MIN_REPEATS, affordable))
     timing = spread(time_calls(fn, device, repeats))
     return {**timing, "peak_memory_bytes": memory, "memory_source": memory_source}
+
+
+def load_average() -> list[float] | None:
+    """The 1, 5 and 15 minute load averages: how busy the machine was (None where unknown)."""
+    try:
+        return [round(x, 2) for x in os.getloadavg()]
+    except OSError:
+        return None
 
 
 # -- CPU memory -------------------------------------------------------------------------------------
