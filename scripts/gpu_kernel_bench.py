@@ -8,7 +8,7 @@
 Writes one kind=kernel record per method (with the GPU, driver and library versions in ``env`` and
 the device's properties in ``metrics``) and prints each method's table: each implementation of the
 method beside SDPA softmax and flash-linear-attention's kernels, CUDA-event timings with the L2
-cache flushed before each call (suite/modes/kernel/measure.py). SDPA is pinned to its flash backend
+cache flushed before each call (suite/modes/measure.py). SDPA is pinned to its flash backend
 on CUDA. Needs only torch (triton and fla for their implementations; PyYAML to read the grids, else
 the copies kept here). Exits 0 with a message when there is no CUDA.
 """

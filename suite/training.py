@@ -20,6 +20,7 @@ from tqdm.auto import tqdm
 import tasks
 from suite import checkpoint, logger, recipe
 from suite.data import capped, collate, real_tokens
+from suite.errors import ConfigError
 from suite.hardware import RunMemory, synchronize
 from suite.job import Outcome
 from suite.model import build_model, token_loss
@@ -349,6 +350,15 @@ def test_at_lengths(run: Run, data: TaskData) -> list[dict]:
              "accuracy": evaluate(run.model, DataLoader(test.split, batch_size=run.budget["batch_size"],
                                                         collate_fn=collate), run.device)}
             for test in data.length_tests]
+
+
+def check_length_tests(config: Mapping, data: TaskData) -> None:
+    """A model with learned position embeddings cannot run past ``task.seq_len``: longer test lengths
+    (``task.test_lengths``) need one without (ConfigError, before any work)."""
+    if data.length_tests and config["model"].get("position", "learned") == "learned":
+        raise ConfigError(f"task.test_lengths tests at lengths up to {max(t.seq_len for t in data.length_tests)}, "
+                          f"but learned position embeddings stop at task.seq_len={data.info.seq_len}; "
+                          f"use a model with position: none (e.g. model=hybrid)")
 
 
 def task_config(config: Mapping) -> dict:

@@ -75,6 +75,7 @@ def test_every_mode_needs_only_known_capabilities():
     assert set().union(*needs.values()) <= set(CAPABILITIES)
     assert needs["train"] == frozenset() and needs["decode"] == {"recurrent"}
     assert needs["fidelity"] == {"weights"} and needs["kernel"] == frozenset()  # timing needs no FLOP count
+    assert needs["cost"] == frozenset()  # timing a model needs no recurrent form
 
 
 # -- the kit on a broken method: a failure line per failed check ---------------------------------------

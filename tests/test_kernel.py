@@ -16,8 +16,8 @@ import yaml
 from suite import record_store, scaling
 from suite.config import validate
 from suite.errors import ConfigError
-from suite.modes import run_schemas
-from suite.modes.kernel import implementations, measure, sweep
+from suite.modes import measure, run_schemas
+from suite.modes.kernel import implementations, sweep
 from suite.run import run
 
 REPO = Path(__file__).resolve().parent.parent

@@ -8,7 +8,6 @@ wandb nor datasets, so that it runs on a GPU host with only torch (scripts/gpu_k
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 
 import torch
@@ -18,16 +17,9 @@ from suite.job import JobResult, Outcome
 from suite.modes.common import error_lines, heading, select_grid
 from suite.modes.kernel import report
 from suite.modes.kernel.sweep import run_sweep
+from suite.modes.measure import load_average
 
 TASK_NAME = "attention_op"
-
-
-def load_average() -> list[float] | None:
-    """The 1, 5 and 15 minute load averages: how busy the machine was (None where unknown)."""
-    try:
-        return [round(x, 2) for x in os.getloadavg()]
-    except OSError:
-        return None
 
 
 def device_properties(device: torch.device) -> dict | None:

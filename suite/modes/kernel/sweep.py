@@ -20,7 +20,8 @@ from methods.base import MethodError
 from suite.hardware import DTYPES
 from suite.job import is_out_of_memory
 from suite.metrics import format_bytes, format_seconds
-from suite.modes.kernel import PHASES, measure
+from suite.modes import measure
+from suite.modes.kernel import PHASES
 from suite.modes.kernel.implementations import (
     SDPA,
     Implementation,
@@ -28,8 +29,6 @@ from suite.modes.kernel.implementations import (
     peer_implementations,
     sdpa_backend,
 )
-
-MIN_REPEATS = 3  # fewest timed calls that give a median and a spread
 
 
 @dataclass
@@ -65,20 +64,6 @@ def make_inputs(batch: int, heads: int, n: int, query_key_dim: int, value_dim: i
     return q, k, v, grad_out
 
 
-def measure_phase(fn: Callable[[], object], device: torch.device, grid: Mapping) -> dict:
-    """Warm up, measure the peak memory of one call, then time the repeats. A slow call (over
-    ``point_budget_s``) gets one warm-up call only and fewer repeats, never under MIN_REPEATS."""
-    for _ in range(grid["warmup"]):
-        last = measure.time_calls(fn, device, 1)[0]
-        if last > grid["point_budget_s"]:  # a slow call is warm after one run; spare the rest
-            break
-    memory, memory_source = measure.call_peak_memory(fn, device)
-    affordable = int(grid["point_budget_s"] / max(last, 1e-9))
-    repeats = min(grid["repeats"], max(MIN_REPEATS, affordable))
-    timing = measure.spread(measure.time_calls(fn, device, repeats))
-    return {**timing, "peak_memory_bytes": memory, "memory_source": memory_source}
-
-
 def measure_point(impl: Implementation, inputs: tuple[torch.Tensor, ...], causal: bool,
                   device: torch.device, grid: Mapping) -> dict:
     """Forward, then forward+backward, timings and memory of one implementation on one input."""
@@ -91,7 +76,7 @@ def measure_point(impl: Implementation, inputs: tuple[torch.Tensor, ...], causal
 
     found = {}
     for phase, fn in zip(PHASES, (forward, forward_backward)):
-        result = measure_phase(fn, device, grid)
+        result = measure.measure_phase(fn, device, grid)
         found.update({f"{phase}_{key}": value for key, value in result.items() if key != "memory_source"})
         found["memory_source"] = result["memory_source"]
     if impl.name == SDPA:

@@ -11,7 +11,6 @@ import torch
 import tasks
 from methods.base import AttentionMethod
 from suite import training
-from suite.errors import ConfigError
 from suite.job import JobResult, Outcome, is_out_of_memory
 from suite.metrics import format_value
 from suite.model import recurrent_state_bytes
@@ -23,10 +22,7 @@ def job(config: Mapping, device: torch.device, config_hash: str) -> JobResult:
     """mode=train: train on the task, test at the best validation step."""
     tasks.loader(config["task"]["name"])  # unknown task: fail before any work
     data = training.load_data(config)
-    if data.length_tests and config["model"].get("position", "learned") == "learned":
-        raise ConfigError(f"task.test_lengths tests at lengths up to {max(t.seq_len for t in data.length_tests)}, "
-                          f"but learned position embeddings stop at task.seq_len={data.info.seq_len}; "
-                          f"use a model with position: none (e.g. model=hybrid)")
+    training.check_length_tests(config, data)
     resolved = None
     try:
         outcome, model = training.train(config, data, device, config_hash)

@@ -1,4 +1,5 @@
-"""Timing and peak memory of one call, done the same way for every implementation.
+"""Timing and peak memory of one call, done the same way for every implementation and by every mode
+that times calls (kernel: the attention op; cost: a model's training step and inference).
 
 Time: warm-up calls first (lazy initialisation, Triton compilation, caches), then repeated calls,
 each timed alone: CUDA events on a GPU with the L2 cache flushed before each call (as
@@ -16,15 +17,17 @@ miss peaks shorter than that.
 
 from __future__ import annotations
 
+import os
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 import torch
 
 from suite.hardware import ResidentGrowth
 
 SAMPLE_INTERVAL_S = 1e-3
+MIN_REPEATS = 3  # fewest timed calls that give a median and a spread
 
 
 # Bytes written before each timed call on a GPU so that the call finds nothing of its inputs in L2
@@ -64,6 +67,28 @@ def spread(times: list[float]) -> dict:
         deciles = statistics.quantiles(ordered, n=10, method="inclusive")
         p10, p90 = deciles[0], deciles[-1]
     return {"median_s": statistics.median(ordered), "p10_s": p10, "p90_s": p90, "repeats": len(ordered)}
+
+
+def measure_phase(fn: Callable[[], object], device: torch.device, grid: Mapping) -> dict:
+    """Warm up, measure the peak memory of one call, then time the repeats. A slow call (over
+    ``point_budget_s``) gets one warm-up call only and fewer repeats, never under MIN_REPEATS."""
+    for _ in range(grid["warmup"]):
+        last = time_calls(fn, device, 1)[0]
+        if last > grid["point_budget_s"]:  # a slow call is warm after one run; spare the rest
+            break
+    memory, memory_source = call_peak_memory(fn, device)
+    affordable = int(grid["point_budget_s"] / max(last, 1e-9))
+    repeats = min(grid["repeats"], max(MIN_REPEATS, affordable))
+    timing = spread(time_calls(fn, device, repeats))
+    return {**timing, "peak_memory_bytes": memory, "memory_source": memory_source}
+
+
+def load_average() -> list[float] | None:
+    """The 1, 5 and 15 minute load averages: how busy the machine was (None where unknown)."""
+    try:
+        return [round(x, 2) for x in os.getloadavg()]
+    except OSError:
+        return None
 
 
 # -- CPU memory -------------------------------------------------------------------------------------
