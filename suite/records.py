@@ -18,7 +18,7 @@ import re
 import secrets
 import stat
 import tempfile
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -128,6 +128,31 @@ def hash_problem(record: Mapping) -> str | None:
     if recomputed != record["config_hash"]:
         return (f"{record['config_hash']!r} does not recompute from the stored config and env.device (it gives "
                 f"{recomputed!r})")
+    return None
+
+
+# A character that reorders the text around it on a page (a "Trojan Source" device name reads as another).
+BIDI = re.compile("[\u200e\u200f\u061c\u202a-\u202e\u2066-\u2069]")
+
+
+def leaves(value: Any, at: str = "") -> Iterator[tuple[str, Any]]:
+    """(dotted path, value) of every scalar in a parsed JSON value."""
+    if isinstance(value, dict):
+        for key, item in value.items():
+            yield from leaves(item, f"{at}.{key}" if at else str(key))
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            yield from leaves(item, f"{at}[{i}]")
+    else:
+        yield at, value
+
+
+def bidi_problem(record: Mapping) -> str | None:
+    """The first text of ``record`` that holds a bidirectional control, in words (validate refuses
+    the record; the site leaves it out, since a device name that reads as another splits a cell)."""
+    for at, value in leaves(record):
+        if isinstance(value, str) and (match := BIDI.search(value)):
+            return f"{at} holds the bidirectional control character U+{ord(match.group()):04X}"
     return None
 
 

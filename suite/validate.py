@@ -31,7 +31,6 @@ import os
 import re
 import sys
 from collections import Counter
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -41,8 +40,6 @@ from suite import board, record_store, records
 from suite import submission as packages
 
 MARKUP = re.compile(r"<\s*/?\s*[A-Za-z!?]")  # the start of an HTML tag, comment or declaration
-# A character that reorders the text around it on a page (a "Trojan Source" device name reads as another).
-BIDI = re.compile("[\u200e\u200f\u061c\u202a-\u202e\u2066-\u2069]")
 EXIT_PROBLEMS, EXIT_USER_ERROR = 1, 2
 # (field, what it is) of the provenance every record carries, and of what a submission adds.
 PROVENANCE = ((("env", "git_commit"), "the suite's commit"), (("env", "git_dirty"), "the clean-tree flag"),
@@ -98,18 +95,6 @@ def has(record: Any, at: tuple[str, ...]) -> bool:
     return True
 
 
-def leaves(value: Any, at: str = "") -> Iterator[tuple[str, Any]]:
-    """(dotted path, value) of every scalar in a parsed JSON value."""
-    if isinstance(value, dict):
-        for key, item in value.items():
-            yield from leaves(item, f"{at}.{key}" if at else str(key))
-    elif isinstance(value, list):
-        for i, item in enumerate(value):
-            yield from leaves(item, f"{at}[{i}]")
-    else:
-        yield at, value
-
-
 def unique_keys(pairs: list[tuple[str, Any]]) -> dict:
     """A JSON object's keys, refusing a repeated one (json keeps the last silently: the record a
     reader sees would not be the one a reviewer read)."""
@@ -156,7 +141,7 @@ def check_file(path: Path, submission: bool) -> tuple[Checked | None, list[Probl
         return None, problems
     problems = [Problem(path, at, f"{value} is not a number JSON allows",
                         "a finite number (null where nothing was measured)")
-                for at, value in leaves(record) if isinstance(value, float) and not math.isfinite(value)]
+                for at, value in records.leaves(record) if isinstance(value, float) and not math.isfinite(value)]
     if problems:
         return None, problems
     try:
@@ -183,10 +168,10 @@ def markup_problems(path: Path, record: dict) -> list[Problem]:
     """Text that a page could read as markup, or that reorders the text around it (the site escapes
     markup; a record has no reason to hold either)."""
     found = []
-    for at, value in leaves(record):
+    for at, value in records.leaves(record):
         if isinstance(value, str) and (match := MARKUP.search(value)):
             found.append(Problem(path, at, f"holds markup {value[match.start():match.start() + 12]!r}", "plain text"))
-        if isinstance(value, str) and (match := BIDI.search(value)):
+        if isinstance(value, str) and (match := records.BIDI.search(value)):
             found.append(Problem(path, at, f"holds the bidirectional control character U+{ord(match.group()):04X}",
                                  "plain text"))
     return found

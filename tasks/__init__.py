@@ -15,6 +15,7 @@ from __future__ import annotations
 import csv
 import importlib
 import importlib.metadata
+import re
 import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -29,6 +30,11 @@ csv.field_size_limit(sys.maxsize)
 # on use so its heavy dependencies load only when needed.
 FAMILIES = ("tasks.lra", "tasks.recall", "tasks.genomics")
 ENTRY_POINTS = "attention_suite.tasks"
+# A task's name becomes a folder of results and a row of the site: an identifier, the rule of the
+# method registry and the records (methods/registry.py, suite/records.py NAME; tasks/ imports
+# neither, so a test holds the three equal).
+NAME = re.compile(r"[a-z][a-z0-9_]{0,63}")
+NAME_RULE = "a lower-case letter, then lower-case letters, digits and _, at most 64"
 LOADERS: dict[str, str] = {}
 # name -> the task's baseline from its task config alone, where its trivial predictor needs no data
 # (a family's ``BASELINES``; a majority class needs the data, so such a task has none here)
@@ -59,6 +65,9 @@ def _discover() -> None:
             loaders, configs = dict(family.LOADERS), dict(getattr(family, "CONFIGS", {}))
         except Exception as err:  # whatever the outside package raises while importing: said in one line
             raise TaskError(f"cannot load the {where}: {type(err).__name__}: {err}") from err
+        odd = sorted(repr(n) for n in loaders if not isinstance(n, str) or not NAME.fullmatch(n))
+        if odd:
+            raise TaskError(f"the {where} declares task name(s) {', '.join(odd)}, which are not names: {NAME_RULE}")
         taken = sorted(set(loaders) & set(LOADERS))
         if taken:
             raise TaskError(f"the {where} declares task(s) {', '.join(taken)}, which another family has")

@@ -511,8 +511,9 @@ def test_no_record_is_written_through_a_link_out_of_results_dir(tmp_path):
     assert [p for p in tmp_path.rglob("*") if p.is_file()] == []
 
 
-def test_the_registry_and_the_records_hold_one_name_rule():
-    assert registry.NAME.pattern == records.NAME.pattern and registry.NAME_RULE == records.NAME_RULE
+def test_the_registry_the_tasks_and_the_records_hold_one_name_rule():
+    assert registry.NAME.pattern == records.NAME.pattern == tasks.NAME.pattern
+    assert registry.NAME_RULE == records.NAME_RULE == tasks.NAME_RULE
 
 
 # -- the config: what a run reads from outside it, and the bounds it shares with the record ----------
@@ -613,6 +614,10 @@ def test_a_bidirectional_control_in_a_device_name_is_one_line_of_validate(tmp_pa
     said = "env.device_name: holds the bidirectional control character U+202E; expected plain text"
     assert f"{paths[0]}: {said}" in lines
     assert all(line.startswith(f"{paths[0]}: ") for line in lines), lines
+    # The site leaves it out with that reason, rather than splitting its cell between two "devices".
+    runs, problems = load_runs(folder)
+    assert paths[0] not in [r.file for r in runs] and len(runs) == len(paths) - 1
+    assert f"{paths[0]}: env.device_name holds the bidirectional control character U+202E; skipped" in problems
 
 
 def test_records_of_one_run_on_two_machines_are_two_rows_and_no_conflict(tmp_path):

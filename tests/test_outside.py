@@ -352,6 +352,25 @@ def test_a_broken_task_entry_point_is_one_error_naming_its_distribution(outside,
         tasks.available()
 
 
+@pytest.mark.parametrize("name, package", [("../../outside", "oddfam_path"), ("<script>", "oddfam_markup"),
+                                           ("Fake", "oddfam_upper")])
+def test_an_outside_task_whose_name_is_not_an_identifier_is_one_error_at_discovery(name, package, outside, tmp_path,
+                                                                                  monkeypatch):
+    """Issue 47: a task's name becomes a results folder and a site row, so an entry point that declares
+    one that is not an identifier is refused when it is discovered, naming the distribution."""
+    site = tmp_path / "site"
+    (site / package).mkdir(parents=True)
+    (site / package / "__init__.py").write_text(f"LOADERS = {{{name!r}: 'tasks.recall.mqar:load'}}\n")
+    write_distribution(site, "oddfamily", f"[attention_suite.tasks]\nodd = {package}\n", package)
+    monkeypatch.syspath_prepend(str(site))
+    monkeypatch.setattr(tasks, "_discovered", False)
+    with pytest.raises(TaskError) as raised:
+        tasks.available()
+    assert str(raised.value) == (f"the entry point odd = {package!r} of oddfamily (group attention_suite.tasks) "
+                                 f"declares task name(s) {name!r}, which are not names: {tasks.NAME_RULE}")
+    assert name not in tasks.LOADERS
+
+
 def test_a_config_from_hydra_searchpath_is_a_valid_choice(outside, cli, tmp_path):
     folder = tmp_path / "configs"
     (folder / "method").mkdir(parents=True)
