@@ -26,7 +26,7 @@ from suite.job import Outcome
 from suite.model import build_model, token_loss
 from tasks.base import TaskData
 
-SPLIT_LIMITS = ("num_train", "num_val", "num_test")
+SPLIT_LIMITS = tasks.SPLITS
 
 
 def lr_factor(step: int, warmup: int, total: int) -> float:
@@ -363,11 +363,7 @@ def check_length_tests(config: Mapping, data: TaskData) -> None:
 
 def task_config(config: Mapping) -> dict:
     """The task group with the budget's split sizes written over the task's own (when set)."""
-    merged = dict(config["task"])
-    for key in SPLIT_LIMITS:
-        if config["budget"][key] is not None:
-            merged[key] = config["budget"][key]
-    return merged
+    return tasks.data_config(config["task"], config["budget"])
 
 
 def load_data(config: Mapping) -> TaskData:

@@ -204,9 +204,11 @@ def seed_problems(path: Path, record: dict) -> list[Problem]:
 
 def baseline_problems(path: Path, record: dict) -> list[Problem]:
     """A train record's baseline is its task's, where the task defines it from its config alone
-    (tasks.baseline: chance in a recall task), not the record's to say."""
+    (tasks.baseline: chance in a recall task; a generated task's majority class from its family's
+    table), not the record's to say."""
     stated, task = get(record, ("metrics", "baseline_accuracy")), get(record, ("config", "task"))
-    defined = tasks.baseline(task.get("name"), task) if isinstance(task, dict) else None
+    budget = get(record, ("config", "budget"))
+    defined = tasks.baseline(task.get("name"), task, budget) if isinstance(task, dict) else None
     if record["kind"] != "train" or stated is None or defined is None or stated == defined:
         return []
     return [Problem(path, "metrics.baseline_accuracy", f"{stated!r} is not its task's baseline",

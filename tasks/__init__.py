@@ -97,14 +97,29 @@ def loader(name: str) -> Callable[[Mapping, Path], TaskData]:
     return getattr(importlib.import_module(module_name), func)
 
 
-def baseline(name: str, task: Mapping) -> float | None:
-    """The baseline of built-in task ``name`` as its config ``task`` defines it, without its data or
-    any installed package's code (validate and the site read it off an untrusted record); None for
-    a task whose baseline needs its data, and for a config that does not define one."""
+SPLITS = ("num_train", "num_val", "num_test")  # the split sizes a budget may set over a task's own
+
+
+def data_config(task: Mapping, budget: Mapping | None = None) -> dict:
+    """What a task's loader reads: the task config with the budget's split sizes written over its own
+    (where the budget sets them)."""
+    merged = dict(task)
+    for key in SPLITS:
+        if isinstance(budget, Mapping) and budget.get(key) is not None:
+            merged[key] = budget[key]
+    return merged
+
+
+def baseline(name: str, task: Mapping, budget: Mapping | None = None) -> float | None:
+    """The baseline of built-in task ``name`` as its config defines it (``task``, with ``budget``'s
+    split sizes), without loading its data or any installed package's code (validate and the site
+    read it off an untrusted record): a closed form (chance in a recall task), or for a generated
+    task whose baseline needs its data (a majority class) the value its family's table holds for
+    that exact config; None for any other."""
     if task.get("loader"):  # a task from outside the suite, by import path: not the built-in one of that name
         return None
     try:
-        return float(BASELINES[name](task))
+        return float(BASELINES[name](data_config(task, budget)))
     except (KeyError, TypeError, ValueError, ZeroDivisionError, OverflowError):
         return None
 

@@ -252,15 +252,17 @@ def set_at(*path, value):
     return edit
 
 
-# name: (the forged record made from seed 0's, what the site says of it, what validate says; None
-# where validate cannot know: a majority class is a function of the data, so ListOps's baseline is the
-# verified records', which a submission lacks; a recall task's follows from its config, below)
+# name: (the forged record made from seed 0's, what the site says of it, what validate says). A
+# majority class is a function of the data: ListOps's comes from tasks/lra/baselines.json, computed
+# from the data of that exact config; a recall task's follows from its config (below).
 FORGED = {
     "an ok record without its accuracy": (forged_copy(set_at("metrics", "test_accuracy", value=KeyError)),
                                           "field 'metrics.test_accuracy': missing from an ok train record",
                                           "field 'metrics.test_accuracy': missing from an ok train record"),
     "a baseline edited to 0.99": (forged_copy(set_at("metrics", "baseline_accuracy", value=0.99)),
-                                  "field 'metrics.baseline_accuracy' is 0.99, not its task's", None),
+                                  "field 'metrics.baseline_accuracy' is 0.99, not its task's 0.152 (from its task's "
+                                  "config)",
+                                  "metrics.baseline_accuracy: 0.99 is not its task's baseline; expected 0.152"),
     "an lr edited, hash not recomputed": (forged_copy(set_at("config", "budget", "lr", value=0.02), rehash=False),
                                           "config_hash", "config_hash: "),
     "a fourth seed, hash recomputed": (forged_copy(lambda r: (set_at("config", "seed", value=3)(r),
@@ -338,6 +340,24 @@ def test_a_recall_records_baseline_is_its_tasks_own_in_validate_and_the_site(sta
         "task's config defines it"]
     assert runs == [] and said == [f"{path}: field 'metrics.baseline_accuracy' is {stated!r}, not its task's "
                                    f"{1 / pairs!r} (from its task's config); skipped"]
+
+
+def test_a_majority_of_forged_majority_class_baselines_refuses_the_forgeries_not_the_honest_record(tmp_path):
+    """Issue 47, input 9 on ListOps: the baseline is read from the table of the task's data
+    (tasks/lra/baselines.json), not voted by the records, so two forged records of three are the two
+    refused, and the cell keeps its honest baseline."""
+    results = tmp_path / "results"
+    paths = make_submission(results)
+    (results / "submission.json").unlink()
+    honest = cell_of(load_runs(results)[0])
+    for path in paths[1:3]:
+        record = json.loads(path.read_text())
+        record["metrics"]["baseline_accuracy"] = 0.99
+        path.write_text(json.dumps(record))
+    runs, problems = load_runs(results)
+    assert sorted(p.split(":")[0] for p in problems) == sorted(map(str, paths[1:3]))
+    assert [r.file for r in runs if r.method == "softmax"] == [paths[0]] and cell_of(runs)[2] == honest[2] == 0.152
+    assert [validate_file(p, submission=False)[1][0].field for p in paths[1:3]] == ["metrics.baseline_accuracy"] * 2
 
 
 def no_test_size(record: dict) -> None:

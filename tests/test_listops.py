@@ -3,6 +3,7 @@ tokeniser against the files, and the cache's reuse and atomicity."""
 
 from __future__ import annotations
 
+import json
 import statistics
 from pathlib import Path
 
@@ -12,7 +13,7 @@ import torch
 
 import tasks
 from tasks.base import TaskError
-from tasks.lra import listops
+from tasks.lra import TABLE, listops
 
 SIZES = {"train": 30, "val": 10, "test": 10}
 
@@ -307,3 +308,14 @@ def test_bad_lengths_are_refused(make_config, tmp_path: Path, overrides: dict, s
     with pytest.raises(TaskError, match=says):
         listops.load(short_config(make_config, **overrides), tmp_path)
     assert not (tmp_path / "listops").exists()  # refused before anything was generated
+
+
+@pytest.mark.slow  # generates the board's ListOps data (22,000 expressions): about 10 s; .ci/run runs it
+def test_the_baseline_table_holds_the_majority_class_of_each_configs_own_data(tmp_path):
+    """tasks/lra/baselines.json, which validate and the site check records against, is what the
+    data of each listed config gives (scripts/data_baselines.py wrote it)."""
+    entries = json.loads(TABLE.read_text())["baselines"]
+    assert entries, "the table lists the board's ListOps config"
+    for entry in entries:
+        assert tasks.load(entry["task"]["name"], entry["task"], tmp_path).baseline == entry["baseline"]
+        assert tasks.baseline(entry["task"]["name"], entry["task"]) == entry["baseline"]

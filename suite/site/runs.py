@@ -253,7 +253,8 @@ def not_the_tasks_baseline(runs: list[Run]) -> list[tuple[Run, str]]:
         if run.kind != "train":
             continue
         config = run.record["config"].get("task")
-        defined = tasks.baseline(config.get("name"), config) if isinstance(config, dict) else None
+        budget = run.record["config"].get("budget")
+        defined = tasks.baseline(config.get("name"), config, budget) if isinstance(config, dict) else None
         expected, whose = ((defined, "its task's config") if defined is not None
                            else (agreed.get(data_key(run)), "the verified records' of the same task data"))
         stated = run.metric("baseline_accuracy")
