@@ -59,7 +59,7 @@ def test_smoke_run_writes_exactly_one_complete_record(tmp_path, data_dir):
 @pytest.mark.parametrize("args, named", [  # an unknown method: tests/test_bad_input.py
     (("method=softmax", "task=nope"), "valid tasks: "),
     (("budget=huge",), "valid budgets: cpu, paper, small, smoke"),
-    (("mode=nope",), "valid modes: decode, fidelity, kernel, train"),
+    (("mode=nope",), "valid modes: cost, decode, fidelity, kernel, train"),
 ])
 def test_unknown_choice_is_one_line_exit_2_and_touches_nothing(tmp_path, data_dir, args, named):
     results = tmp_path / "results"
