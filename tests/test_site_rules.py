@@ -265,6 +265,7 @@ def test_a_comparison_is_stated_where_it_holds_under_both_recipes_and_otherwise_
         "On mqar 64·16 pairs (hybrid), the ordering depends on the training recipe: at 16.0 KiB-16.2 KiB, linear "
         "(d_model=64) trails softmax (d_model=32) under the suite's recipe, under recipe=zoology leads: the switch "
         "that moves it most is init=zoology (-40.0 points on the gap).")
+    assert f"trained in {len(records)} runs" in by_rule["SCALE"]  # what the board ran: every recipe's runs
     holds = [(g.size, g.holds) for g in first.states]
     assert holds == [("8.0 KiB-8.1 KiB", True), ("16.0 KiB-16.2 KiB", False), ("32.0 KiB-32.5 KiB", None)]
     # The table shows each band under both recipes, and marks each comparison.

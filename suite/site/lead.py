@@ -464,9 +464,9 @@ def lead(rows: list[Row], columns: list[Column], runs: list[Run]) -> Lead:
     rankings = [r for line in lines for r in (line.best, line.best_sub)] + [g.ranking for g in (*states, *widths)]
     used = [e for r in rankings for e in (*r.leaders, *r.behind)]
     fidelity = fidelity_headline(runs)
-    summary = [s for s in (scale_sentence(rows), paper_scale_sentence(rows, columns),
+    summary = [s for s in (scale_sentence(everyone), paper_scale_sentence(everyone, columns),  # all it ran
                            state_sentence(state_point, states), recipe_sentence(state_point, states),
-                           length_gap_sentence(rows, kernel),
+                           length_gap_sentence(everyone, kernel),
                            fidelity_sentence(fidelity)) if s]
     return Lead(figures, summary, lines, state_point, states, widths, kernel, fidelity,
                 any(e.assumed for e in used))
