@@ -108,9 +108,9 @@ RULES = {
         "another recipe (recipe=zoology: DESIGN.md, \"The recipe\"), each equal-state comparison (EQUAL_STATE) is "
         "asked again of the same two configurations' cells under it, by the same test. The comparison holds when "
         "the test gives the same answer (leads, ties, trails) under every recipe that ran both; the first screen "
-        "states only comparisons that hold, and of the others says that the ordering depends on the recipe, naming "
-        "the switch whose one-switch runs move the two cells' gap the most (or that no run on the board sets one "
-        "switch alone)."),
+        "states a comparison that holds, or that no other recipe ran (saying so), and of the others says that the "
+        "ordering depends on the recipe, naming the switch whose one-switch runs move the two cells' gap the most "
+        "(or that no run on the board sets one switch alone)."),
     "EQUAL_WIDTH": "At the state-bound point, the methods at one model width (d_model) with their other options as "
                    "usual, ranked by the ties rule: the comparison where the knob is the same for every method.",
     "KERNEL_CROSSOVER": "Per kernel record group: the length from which each method is faster than the faster of "
