@@ -174,6 +174,7 @@ def test_a_single_protocol_board_sweeps_its_seeds():
         "lra_listops", "lra_text", "lra_retrieval", "lra_image", "lra_pathfinder", "lra_pathx")]  # one per point
 
 
+@pytest.mark.slow  # 10-16 s: .ci/run runs it
 def test_the_gpu_board_file_composes_the_jobs_of_the_preset_it_replaced(tmp_path_factory):
     old_conf = pinned_conf(tmp_path_factory.mktemp("pinned"))
     if old_conf is None:

@@ -10,6 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 import methods
 
 REPO = Path(__file__).resolve().parents[1]
@@ -29,6 +31,7 @@ def dry_run_records_in_results() -> set[str]:
     return found
 
 
+@pytest.mark.slow  # 10-16 s: .ci/run runs it
 def test_dry_run_checks_times_trains_and_summarises(tmp_path):
     # No --results-dir: a dry run's records go under its --out folder and results/ stays as it was.
     out, results = tmp_path / "run", tmp_path / "run" / "results"

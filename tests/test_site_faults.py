@@ -63,7 +63,10 @@ def siblings(out: Path) -> list[str]:
 
 # Run the site's CLI with its records table made slow, so that a signal lands halfway through.
 HALFWAY = """
-import sys, time
+import signal, sys, time
+# A user's Ctrl-C: the default handler, whatever this test's runner passed on (a background job of a
+# non-interactive shell starts with SIGINT ignored, and a child inherits that).
+signal.signal(signal.SIGINT, signal.default_int_handler)
 import suite.site.build as build
 real = build.records_csv
 def slow(runs):
