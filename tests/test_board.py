@@ -47,10 +47,18 @@ def preset_jobs(conf: Path, preset: str) -> list[list[str]]:
     return [[preset, *job] for job in board.jobs([f"{k}={v}" for k, v in swept.items()])]
 
 
+def without_nulls(value):
+    """``value`` without its null keys, at any depth: a key added to conf/ since the presets, at null
+    ("off"), computes what its absence did, and is never hashed (suite/records.py)."""
+    if isinstance(value, dict):
+        return {k: without_nulls(v) for k, v in value.items() if v is not None}
+    return value
+
+
 def canonical(config: dict) -> str:
     # The presets predate recipes: they ran the suite's, whose block the config hash reads as none.
-    return json.dumps({k: v for k, v in config.items() if k != "data_dir" and not (k == "recipe" and v == SUITE)},
-                      sort_keys=True)
+    return json.dumps(without_nulls({k: v for k, v in config.items()
+                                     if k != "data_dir" and not (k == "recipe" and v == SUITE)}), sort_keys=True)
 
 
 @cache
