@@ -17,6 +17,7 @@ miss peaks shorter than that.
 
 from __future__ import annotations
 
+import gc
 import os
 import statistics
 import time
@@ -25,6 +26,7 @@ from collections.abc import Callable, Mapping
 import torch
 
 from suite.hardware import ResidentGrowth
+from suite.job import is_out_of_memory
 
 SAMPLE_INTERVAL_S = 1e-3
 MIN_REPEATS = 3  # fewest timed calls that give a median and a spread
@@ -124,3 +126,20 @@ def matmul_rate(size: int, dtype: torch.dtype, device: torch.device, repeats: in
     timing = spread(time_calls(run, device, repeats))
     return {"size": size, "dtype": str(dtype).removeprefix("torch."), **timing,
             "flops_per_s": 2.0 * size**3 / timing["median_s"]}
+
+
+def failure(exc: BaseException) -> dict:
+    """The status and reason of a point that a failure ended: oom (the error's first line) or error
+    (its type and first line); one point's failure must not end the run."""
+    first_line = str(exc).splitlines()[0] if str(exc) else ""
+    status = "oom" if is_out_of_memory(exc) else "error"
+    return {"status": status, "reason": first_line if status == "oom" else f"{type(exc).__name__}: {first_line}"}
+
+
+def release(device: torch.device) -> None:
+    """Free what a failed call left. Called outside the except block, so that its traceback no
+    longer holds the failed call's tensors."""
+    gc.collect()
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
+

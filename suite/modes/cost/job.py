@@ -23,7 +23,6 @@ they come from the softmax record of the same host and commit.
 
 from __future__ import annotations
 
-import gc
 from collections.abc import Callable, Mapping
 
 import torch
@@ -34,10 +33,10 @@ from methods.base import AttentionMethod
 from suite import training
 from suite.data import collate, real_tokens
 from suite.hardware import high_water_mark_usable
-from suite.job import JobResult, Outcome, is_out_of_memory
+from suite.job import JobResult, Outcome
 from suite.metrics import format_bytes, format_seconds
 from suite.modes.common import error_lines, heading, select_grid, text_table
-from suite.modes.measure import load_average, measure_phase
+from suite.modes.measure import failure, load_average, measure_phase, release
 
 NOTE = ("ratios to softmax are not stored here: they come from the softmax record of the same host and commit "
         "(env.cpu / env.device_name, env.git_commit)")
@@ -57,19 +56,14 @@ def first_batch(split, batch_size: int, device: torch.device) -> dict[str, torch
 
 
 def measured(fn: Callable[[], object], device: torch.device, grid: Mapping) -> dict:
-    """The point's timing and memory (measure_phase), or its status: oom, error, or skipped where
-    the method refuses the input; never a crash (one point's failure must not end the run)."""
+    """The point's timing and memory (measure_phase), or its status, oom or error; never a crash
+    (one point's failure must not end the run)."""
     try:
         return {"status": "ok", "reason": None, **measure_phase(fn, device, grid)}
     except Exception as exc:  # noqa: BLE001 - recorded as the point's status
-        first_line = str(exc).splitlines()[0] if str(exc) else ""
-        status = "oom" if is_out_of_memory(exc) else "error"
-        reason = first_line if status == "oom" else f"{type(exc).__name__}: {first_line}"
-    # Outside the handler, so the traceback no longer holds the failed call's tensors.
-    gc.collect()
-    if device.type == "cuda":
-        torch.cuda.empty_cache()
-    return {"status": status, "reason": reason}
+        failed = failure(exc)
+    release(device)
+    return failed
 
 
 def point(phase: str, task: str, batch: dict[str, torch.Tensor], extra: Mapping, found: Mapping) -> dict:

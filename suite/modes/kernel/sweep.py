@@ -9,7 +9,6 @@ require gradients); forward+backward adds ``torch.autograd.grad`` of a fixed out
 
 from __future__ import annotations
 
-import gc
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
@@ -18,7 +17,6 @@ import torch
 import methods
 from methods.base import MethodError
 from suite.hardware import DTYPES
-from suite.job import is_out_of_memory
 from suite.metrics import format_bytes, format_seconds
 from suite.modes import measure
 from suite.modes.kernel import PHASES
@@ -187,11 +185,6 @@ def run_point(impl: Implementation, shape: Mapping, n: int, device: torch.device
     except MethodError as exc:  # the method refuses this input (e.g. longer than its levels cover)
         return {"status": "skipped", "reason": str(exc)}
     except Exception as exc:  # noqa: BLE001 - one point's failure must not end the sweep
-        first_line = str(exc).splitlines()[0] if str(exc) else ""
-        status = "oom" if is_out_of_memory(exc) else "error"
-        reason = first_line if status == "oom" else f"{type(exc).__name__}: {first_line}"
-    # Outside the handler, so the traceback no longer holds the failed call's tensors.
-    gc.collect()
-    if device.type == "cuda":
-        torch.cuda.empty_cache()
-    return {"status": status, "reason": reason}
+        failed = measure.failure(exc)
+    measure.release(device)
+    return failed
