@@ -23,6 +23,7 @@ if int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")) > 1:
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
+from methods.registry import REGISTRY
 from suite.groups import store
 
 # The config groups made from code (every method's config, from its class), stored once for every
@@ -64,3 +65,14 @@ def sigint_handled():
         signal.signal(signal.SIGINT, signal.default_int_handler)
     yield
     signal.signal(signal.SIGINT, previous)
+
+
+@pytest.fixture
+def registry_kept():
+    """The method registry as it was before the test: a class the test resolves or registers is
+    registered for it alone."""
+    before = dict(REGISTRY)
+    yield
+    REGISTRY.clear()
+    REGISTRY.update(before)
+

@@ -14,7 +14,6 @@ import pytest
 import methods
 from methods import contract
 from methods.base import CAPABILITIES, AttentionMethod, MethodError
-from methods.registry import REGISTRY
 from suite import modes, record_store, records, validate
 from suite.run import run
 from tests.outside_methods import (
@@ -28,15 +27,6 @@ from tests.outside_methods import (
 )
 
 REPO = Path(__file__).resolve().parent.parent
-
-
-@pytest.fixture
-def outside_registry():
-    """The registry as it was once the test is over: what the test resolves is registered for it alone."""
-    before = dict(REGISTRY)
-    yield
-    REGISTRY.clear()
-    REGISTRY.update(before)
 
 
 # -- the capabilities a class implements ------------------------------------------------------------
@@ -126,7 +116,7 @@ def test_a_relu_feature_map_passes_the_kit_though_its_one_token_gradients_are_ro
 
 
 # -- runs of a method without a recurrent form ---------------------------------------------------------
-def test_a_method_without_a_recurrent_form_trains_and_has_no_state_size(make_config, outside_registry):
+def test_a_method_without_a_recurrent_form_trains_and_has_no_state_size(make_config, registry_kept):
     name = methods.resolve(STATELESS).name
     config = make_config("task=mqar", "device=cpu")
     config["method"] = {"name": name, "impl": "auto", "options": {}}
@@ -138,7 +128,7 @@ def test_a_method_without_a_recurrent_form_trains_and_has_no_state_size(make_con
     assert validate.main([str(path)]) == 0
 
 
-def test_decode_of_a_method_without_a_recurrent_form_is_not_applicable(make_config, outside_registry, capsys):
+def test_decode_of_a_method_without_a_recurrent_form_is_not_applicable(make_config, registry_kept, capsys):
     name = methods.resolve(STATELESS).name
     config = make_config("mode=decode", "device=cpu")
     config["method"] = {"name": name, "impl": "auto", "options": {}}
@@ -158,7 +148,7 @@ def test_decode_of_a_method_without_a_recurrent_form_is_not_applicable(make_conf
     assert len(list(Path(config["results_dir"]).rglob("*.json"))) == 1
 
 
-def test_kernel_mode_times_a_method_that_declares_no_flops_and_leaves_its_rates_empty(make_config, outside_registry):
+def test_kernel_mode_times_a_method_that_declares_no_flops_and_leaves_its_rates_empty(make_config, registry_kept):
     """Issue 46: kernel mode refused a method without a FLOP count, though timing needs none."""
     name = methods.resolve(UNCOUNTED).name
     config = make_config("mode=kernel", "budget=smoke", "device=cpu")
@@ -178,7 +168,7 @@ def test_kernel_mode_times_a_method_that_declares_no_flops_and_leaves_its_rates_
     assert report.runs == 1 and report.problems == []
 
 
-def test_a_train_record_that_states_a_state_size_of_a_method_without_one_is_a_problem(make_config, outside_registry,
+def test_a_train_record_that_states_a_state_size_of_a_method_without_one_is_a_problem(make_config, registry_kept,
                                                                                       capsys):
     name = methods.resolve(STATELESS).name
     config = make_config("task=mqar", "device=cpu")

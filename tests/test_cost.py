@@ -11,7 +11,6 @@ from pathlib import Path
 import pytest
 
 import methods
-from methods.registry import REGISTRY
 from suite import record_store
 from suite.errors import ConfigError
 from suite.run import run
@@ -61,16 +60,7 @@ def test_cli_smoke_writes_one_record_with_the_step_and_inference_at_every_length
     assert "per sequence" in done.stdout and "train_step" in done.stdout and "softmax record" in done.stdout
 
 
-@pytest.fixture
-def outside_registry():
-    """The registry as it was once the test is over: what the test resolves is registered for it alone."""
-    before = dict(REGISTRY)
-    yield
-    REGISTRY.clear()
-    REGISTRY.update(before)
-
-
-def test_a_method_without_a_recurrent_form_is_timed(make_config, outside_registry):
+def test_a_method_without_a_recurrent_form_is_timed(make_config, registry_kept):
     config = cost_config(make_config)
     config["method"] = {"name": methods.resolve(STATELESS).name, "impl": "auto", "options": {}}
     path, outcome = run(config)

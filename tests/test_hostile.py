@@ -462,15 +462,6 @@ class NeverReturns(StatelessSoftmax):
         return super()._forward_sdpa(q, k, v, causal)
 
 
-@pytest.fixture
-def registry_kept():
-    """The method registry as it was before the test (a class the test registers leaves with it)."""
-    before = dict(REGISTRY)
-    yield
-    REGISTRY.clear()
-    REGISTRY.update(before)
-
-
 # name: (check-method's argument list, what its one line says)
 CHECK_METHOD = {
     "a class named ../../../outside": ([f"{__name__}:OutsideName"], "has name '../../../outside'; expected a lower"),
