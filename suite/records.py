@@ -147,13 +147,16 @@ def leaves(value: Any, at: str = "") -> Iterator[tuple[str, Any]]:
         yield at, value
 
 
-def bidi_problem(record: Mapping) -> str | None:
-    """The first text of ``record`` that holds a bidirectional control, in words (validate refuses
+def bidi_control(value: Any) -> str | None:
+    """What is wrong with ``value`` if it is a text holding a bidirectional control, in words."""
+    match = BIDI.search(value) if isinstance(value, str) else None
+    return f"holds the bidirectional control character U+{ord(match.group()):04X}" if match else None
+
+
+def bidi_problems(record: Mapping) -> list[tuple[str, str]]:
+    """(field, what) of each text of ``record`` that holds a bidirectional control (validate refuses
     the record; the site leaves it out, since a device name that reads as another splits a cell)."""
-    for at, value in leaves(record):
-        if isinstance(value, str) and (match := BIDI.search(value)):
-            return f"{at} holds the bidirectional control character U+{ord(match.group()):04X}"
-    return None
+    return [(at, what) for at, value in leaves(record) if (what := bidi_control(value))]
 
 
 def number_or_none(value: object) -> float | None:

@@ -171,9 +171,8 @@ def markup_problems(path: Path, record: dict) -> list[Problem]:
     for at, value in records.leaves(record):
         if isinstance(value, str) and (match := MARKUP.search(value)):
             found.append(Problem(path, at, f"holds markup {value[match.start():match.start() + 12]!r}", "plain text"))
-        if isinstance(value, str) and (match := records.BIDI.search(value)):
-            found.append(Problem(path, at, f"holds the bidirectional control character U+{ord(match.group()):04X}",
-                                 "plain text"))
+        if what := records.bidi_control(value):
+            found.append(Problem(path, at, what, "plain text"))
     return found
 
 

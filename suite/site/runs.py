@@ -203,8 +203,8 @@ def load_runs(results_dir: Path, submitted: tuple[Path, ...] = ()) -> tuple[list
                 refused = leaves_folder(path, folder, record)
                 if refused is None and (problem := records.hash_problem(record)):
                     refused = f"config_hash {problem}"  # as validate: an edited config would move the run's cell
-                if refused is None and (problem := records.bidi_problem(record)):
-                    refused = problem  # as validate: a name that reads as another would split its cell
+                if refused is None and (found := records.bidi_problems(record)):
+                    refused = " ".join(found[0])  # as validate: a name that reads as another would split its cell
                 if refused is None and (found := records.train_problems(record)):
                     refused = "; ".join(f"{at} {why}" for at, why in found)  # as validate: no comparison reads it
                 if refused:
