@@ -36,8 +36,8 @@ ENTRY_POINTS = "attention_suite.tasks"
 NAME = re.compile(r"[a-z][a-z0-9_]{0,63}")
 NAME_RULE = "a lower-case letter, then lower-case letters, digits and _, at most 64"
 LOADERS: dict[str, str] = {}
-# name -> the task's baseline from its task config alone, where its trivial predictor needs no data
-# (a family's ``BASELINES``; a majority class needs the data, so such a task has none here)
+# name -> the task's baseline from its config alone (a family's ``BASELINES``): a closed form where
+# its trivial predictor needs no data, a table computed from the data for a generated majority class
 BASELINES: dict[str, Callable[[Mapping], float]] = {}
 CONFIGS: dict[str, dict] = {}  # the outside families' task configs (the built-in ones are conf/task/*.yaml)
 for _family in FAMILIES:

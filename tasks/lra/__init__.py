@@ -2,6 +2,7 @@
 
 import json
 from collections.abc import Mapping
+from functools import cache
 from pathlib import Path
 
 # name -> "module:function" of the loader; merged into ``tasks.LOADERS``.
@@ -21,13 +22,15 @@ LOADERS = {
 TABLE = Path(__file__).with_name("baselines.json")
 
 
+@cache
+def table() -> dict[str, float]:
+    """The table by data config (its JSON, keys sorted), read once: validate and the site ask it per record."""
+    return {json.dumps(e["task"], sort_keys=True): e["baseline"] for e in json.loads(TABLE.read_text())["baselines"]}
+
+
 def tabled_baseline(task: Mapping) -> float:
     """The table's baseline of this exact data config (KeyError if it holds none)."""
-    key = json.dumps(dict(task), sort_keys=True)
-    for entry in json.loads(TABLE.read_text())["baselines"]:
-        if json.dumps(entry["task"], sort_keys=True) == key:
-            return entry["baseline"]
-    raise KeyError(key)
+    return table()[json.dumps(dict(task), sort_keys=True)]
 
 
 BASELINES = {"listops_short": tabled_baseline}
