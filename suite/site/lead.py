@@ -343,13 +343,13 @@ def state_groups(entries: list[Entry], others: dict[str, list[Entry]] | None = N
         members = [e for e in entries if e.state in states]
         if len({e.row.method for e in members}) >= 2:
             knobs = sorted({k for e in members for k in e.knobs.sizes})
+            other = sorted((others or {}).items())
             group = StateGroup(states[0], states[-1], Ranking.of(members), knobs, comparison(members))
             group = replace(group, ranked_under=[
                 (r, Ranking.of([e for e in (same_configuration(m, found) for m in members) if e is not None]))
-                for r, found in sorted((others or {}).items())])
+                for r, found in other])
             if group.compared:
-                group = replace(group, recipes=[asked_under(group.compared, r, found)
-                                                for r, found in sorted((others or {}).items())])
+                group = replace(group, recipes=[asked_under(group.compared, r, found) for r, found in other])
                 if group.holds is False:
                     group = replace(group, moved_by=moved_most(group.compared, switches or {}))
             groups.append(group)
@@ -382,9 +382,9 @@ def moved_most(compared: Comparison, switches: dict[str, list[Entry]]) -> str:
     gap = compared.sub.cell.mean() - compared.exact.cell.mean()
     moves = {}
     for switch, found in switches.items():
-        sub, exact = same_configuration(compared.sub, found), same_configuration(compared.exact, found)
-        if sub is not None and exact is not None:
-            moves[switch] = sub.cell.mean() - exact.cell.mean() - gap
+        asked = asked_under(compared, switch, found)
+        if asked.relation is not None:  # both configurations ran with this switch alone
+            moves[switch] = asked.sub.cell.mean() - asked.exact.cell.mean() - gap
     if not moves:
         return "no run on the board sets one switch alone, so which switch moves it is not measured here"
     switch = max(moves, key=lambda k: abs(moves[k]))
