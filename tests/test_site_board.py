@@ -16,7 +16,7 @@ import pytest
 from suite.record_store import new_record, write_record
 from suite.records import config_hash
 from suite.site import build_site
-from suite.site.board import board_columns, board_rows
+from suite.site.board import board_columns, board_rows, by_host
 from suite.site.build import SITE_DIR, SiteError
 from suite.site.charts import validate
 from suite.site.figures import board_figures, pareto_figures
@@ -413,6 +413,27 @@ def test_data_a_reader_can_reuse(tmp_path):
     page = (out / variant.page).read_text()
     assert "<h1>sliding_window (window=8) on mqar (train, ok)</h1>" in page
     assert "cpu_threads=1" in page and "attention-suite repository" in page
+
+
+def test_one_cpu_is_one_host_whether_or_not_its_record_names_its_hardware(tmp_path):
+    """A CPU record that carries env.hardware (its model without the thread count) and one that
+    does not (its device name with it) are one hardware class when they ran on the same CPU with
+    the same threads, and two when the threads differ."""
+    records = [train("softmax", seed=s) for s in range(3)]
+    for record in records:
+        record["env"]["device_name"] = "AMD EPYC (1 threads)"
+    records[0]["env"]["hardware"] = {"device_model": "AMD EPYC"}
+    other = train("linear")
+    other["env"] |= {"device_name": "AMD EPYC (2 threads)", "hardware": {"device_model": "AMD EPYC"}}
+    for record in [*records, other]:
+        write_record(record, tmp_path / "results")
+    runs, problems = load_runs(tmp_path / "results")
+    assert problems == [] and len(runs) == 4
+    assert sorted({r.hardware for r in runs}) == ["AMD EPYC (1 threads)", "AMD EPYC (2 threads)"]
+    [row] = [row for row in board_rows(runs) if row.method == "softmax"]
+    assert len(next(iter(row.cells.values())).values()) == 3  # one row, one cell of three seeds
+    assert [hardware for hardware, _ in by_host(board_rows(runs))] == ["AMD EPYC (1 threads)",
+                                                                       "AMD EPYC (2 threads)"]
 
 
 def test_speed_and_memory_come_from_one_host_named_in_the_caption(tmp_path):

@@ -44,9 +44,13 @@ class Run:
 
     @property
     def hardware(self) -> str:
-        """The machine's class: the device's model (a GPU's name, a CPU's model); speed and memory
-        compare only between runs of one hardware class."""
+        """The machine's class: the device's model (a GPU's name; a CPU's model with the threads the
+        run used, as env.device_name states them: 'AMD EPYC (1 threads)'); speed and memory compare
+        only between runs of one hardware class. A CPU record with env.hardware names the same class
+        as one without, so one machine is never two hosts."""
         env = self.model.env
+        if env.device == "cpu" and env.device_name:
+            return str(env.device_name)
         model = env.hardware.device_model if env.hardware else None
         return str(model or env.device_name or env.device or "not recorded")
 
