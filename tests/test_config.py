@@ -73,7 +73,7 @@ def test_the_schema_accepts_every_combination_of_shipped_choices(method, task, b
                  f"protocol={protocol}", f"logger={logger}", *([f"point={point}"] if point else [])]
     config = composed(*overrides)
     budgets = grid_budgets(mode)
-    assume(budgets is None or config["budget"]["name"] in budgets)  # kernel, fidelity, decode: no cpu grid
+    assume(budgets is None or config["budget"]["name"] in budgets)  # kernel, decode: no cpu grid
     assert refusal(config) == []
 
 

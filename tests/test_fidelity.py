@@ -7,17 +7,22 @@ import math
 
 import pytest
 import torch
+from hydra import compose, initialize_config_dir
+from omegaconf import OmegaConf
 from torch import nn
 
 import methods
 from methods.base import AttentionMethod
 from methods.registry import REGISTRY
-from suite import record_store
+from suite import modes, record_store
+from suite.config import validate
 from suite.errors import ConfigError
+from suite.modes.common import select_grid
 from suite.modes.fidelity import capture as fidelity_capture
 from suite.modes.fidelity import job as fidelity
 from suite.modes.fidelity.measure import ScaledWeights, method_weights, query_errors, scale_rows, scores
 from suite.run import run
+from tests.conftest import CONF_DIR
 from tests.test_cli import cli
 
 CPU = torch.device("cpu")
@@ -227,3 +232,26 @@ def test_capture_model_is_trained_once_then_loaded(make_config):
     examples = fidelity_capture.longest_examples(data.test, 2)
     [(q, k, v)] = fidelity_capture.attention_inputs(second, examples, CPU)  # the smoke model has one layer
     assert q.shape == k.shape == (2, config["model"]["num_heads"], min(len(e) for e in examples), HEAD_DIM)
+
+
+def test_a_cpu_board_recall_point_has_a_grid_that_captures_from_its_own_model(tmp_path, data_dir):
+    # Issue 44 item 4: a captured source must come from a model that learned. On a CPU that is the
+    # board's MQAR point (softmax at 99% against a 1 / 16 baseline in minutes), whose budget is cpu.
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        composed = compose("config", overrides=["mode=fidelity", "method=favor", "point=cpu_mqar_64x16",
+                                                f"results_dir={tmp_path / 'results'}", f"data_dir={data_dir}"])
+    config = OmegaConf.to_container(composed, resolve=True)
+    validate(config, modes.run_schemas())
+    grid = select_grid(config)
+    cfg = fidelity_capture.capture_config(config, grid["capture"])
+    assert config["budget"]["name"] == "cpu" and grid["captured"]
+    assert cfg["task"] == config["task"] and cfg["budget"] == config["budget"]  # the point's run, as trained
+    assert max(grid["seq_lens"]) <= cfg["task"]["seq_len"]  # the captured source is measured at every N
+    # MQAR's examples are one sequence each, so the capture takes them (a two-step model here).
+    cfg["budget"] = {**cfg["budget"], "max_steps": 2, "eval_every": 2, "num_train": 64, "num_val": 16,
+                     "num_test": 16, "checkpoint_every": None}
+    model, data, facts = fidelity_capture.trained_model(cfg, CPU)
+    assert facts["baseline_accuracy"] == pytest.approx(1 / 16)
+    examples = fidelity_capture.longest_examples(data.test, 2)
+    [(q, k, v)] = fidelity_capture.attention_inputs(model, examples, CPU)  # hybrid: conv, then one attention layer
+    assert q.shape == k.shape == v.shape == (2, 1, 64, 64)
