@@ -12,6 +12,12 @@ checkout's HEAD, which must be clean) in a git worktree (``.cache/board/<commit>
 may move on while the board runs and every record of the board comes from one code version. A
 rerun skips every run that has an ok record: the board resumes where it stopped.
 
+``attention-suite board long --cost`` measures what the board's cells cost (mode=cost: the training
+step at the trained length, inference at every tested length): one run per cell, one at a time
+(``hydra/launcher=basic`` whatever the board's launcher, since a timing beside another job measures
+the contention), pinned apart from the training runs by ``<results>/cost/BOARD_COMMIT``. Run it on
+an idle host, after the board.
+
 The file is read here, by the checkout that starts the board; the runs (and the registry that
 ``methods: all`` reads) are the pinned commit's. The site reads the boards' families from the same
 files (``families()``).
@@ -37,6 +43,7 @@ from suite.recipe import RECIPES
 
 BOARDS_DIR = Path(__file__).resolve().parent / "boards"
 PIN_FILE = Path("train") / records.PIN_FILE  # under the results folder: the commit a pinned board runs at
+COST_PIN_FILE = Path("cost") / records.PIN_FILE  # and the commit its cost runs (--cost) run at
 REQUIRED = ("points", "budget", "protocol")
 OPTIONAL = {"state_point": None, "point_group": "point", "methods": "all", "exclude": [], "first": [],
             "state_axes": {}, "default_states": True, "recipes": [], "pinned": False, "launcher": "basic",
@@ -257,6 +264,14 @@ def stages(board: Board, registered: list[str] | tuple[str, ...]) -> list[list[s
     return [[*stage, f"recipe={name}"] for name in board.recipes for stage in runs] if board.recipes else runs
 
 
+def cost_stages(board: Board, registered: list[str] | tuple[str, ...]) -> list[list[str]]:
+    """The board's multiruns as mode=cost runs (--cost): one run per cell, so per configuration the
+    protocol's learning rates and seeds (which change no cost) are dropped, and one job at a time."""
+    swept = ("hydra/launcher=", "protocol=", "protocol.", "seed=")
+    return [["hydra/launcher=basic", *(o for o in stage if not o.startswith(swept)), "mode=cost"]
+            for stage in stages(board, registered)]
+
+
 def jobs(multirun: list[str]) -> list[list[str]]:
     """The jobs of a multirun, each its overrides, as Hydra's basic sweeper expands them (every
     combination of the swept values); the launcher and where records go, which change no job's
@@ -350,6 +365,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="records go here (default: results/ of the checkout, or of this folder)")
     parser.add_argument("--commit", default=os.environ.get("BOARD_COMMIT"),
                         help="start a pinned board at this commit (default: the pin's, else HEAD)")
+    parser.add_argument("--cost", action="store_true",
+                        help="measure each cell's cost (mode=cost, one run at a time) instead of training; on an "
+                             "idle host, after the board")
     parser.add_argument("--dry-run", action="store_true", help="print the multiruns, run nothing")
     args = parser.parse_intermixed_args(argv)
     tree, env = None, dict(os.environ)  # an unpinned board runs the suite this Python imports, here
@@ -362,7 +380,7 @@ def main(argv: list[str] | None = None) -> int:
                 raise BoardError(f"board {board.name} is pinned to a commit: run it in a git checkout of the "
                                  "suite") from exc
             results = (args.results or repo / "results").resolve() / (board.folder or "")
-            pin = results / PIN_FILE
+            pin = results / (COST_PIN_FILE if args.cost else PIN_FILE)
             commit = pinned_commit(repo, pin, args.commit)
             pin.parent.mkdir(parents=True, exist_ok=True)
             pin.write_text(commit + "\n")
@@ -384,7 +402,8 @@ def main(argv: list[str] | None = None) -> int:
             if refused and board.point_group == "point":  # a board over tasks (point_group: task) has no point files
                 raise BoardError("; ".join(refused))
             registered = list(methods.available())
-        runs = [with_extra([*stage, f"results_dir={results}"], args.overrides) for stage in stages(board, registered)]
+        expand = cost_stages if args.cost else stages
+        runs = [with_extra([*stage, f"results_dir={results}"], args.overrides) for stage in expand(board, registered)]
     except BoardError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_USER_ERROR

@@ -211,6 +211,13 @@ def cell_key(config: Mapping) -> str:
     return _digest(defining)
 
 
+def measured_key(config: Mapping) -> str:
+    """What a cell's configuration is, whichever mode measured it: its cell_key without the mode's
+    block. A train record and the cost record of the same configuration share it (the site joins a
+    cell's accuracy to what it costs by it)."""
+    return cell_key({k: v for k, v in config.items() if k != "mode"})
+
+
 def select_lr(runs: list[Mapping]) -> float | None:
     """The learning rate a sweep chooses from its records (one per rate at the first seed): the best
     validation accuracy of an ok run, ties broken by fewer steps, then the smaller rate; None when

@@ -124,6 +124,23 @@ def test_every_record_of_the_pinned_board_is_a_cell_of_the_board_file():
     assert checked >= 80
 
 
+def test_the_long_boards_cost_runs_measure_its_cells_one_at_a_time():
+    """--cost runs each cell of the board once (no rates, no seeds), one job at a time, in mode=cost,
+    and each composes the configuration of the board's own records (the site joins them by
+    records.measured_key)."""
+    spec = board.load("long")
+    runs = board.cost_stages(spec, methods.available())
+    assert len(runs) == len(board.stages(spec, methods.available()))
+    assert all(run[0] == "hydra/launcher=basic" and run[-1] == "mode=cost" for run in runs)
+    assert not [o for run in runs for o in run if o.startswith(("protocol", "seed=", "hydra/launcher=joblib"))]
+    costed = {records.measured_key(with_method_version(c, methods.get(c["method"]["name"])))
+              for c in (compose(CONF, job) for run in runs for job in board.jobs(run))}
+    assert len(costed) == len(methods.available()) * len(spec.points)
+    trained = {records.measured_key(r["config"]) for _, r in record_store.iter_records(REPO / "results" / "long")
+               if r["kind"] == "train"}
+    assert trained and trained <= costed  # every cell the board has trained so far has its cost run
+
+
 # -- what a board file expands to --------------------------------------------------------------------------
 
 def write_board(tmp_path: Path, **keys) -> Path:
