@@ -28,6 +28,7 @@ from suite.site.board import (
     reference_rows,
     smoke_run,
 )
+from suite.site.costs import cell_costs
 from suite.site.curves import curve_pages, page_path
 from suite.site.figures import Figure, board_figures, fidelity_figures, pareto_figures, sweep_figures
 from suite.site.lead import lead
@@ -114,7 +115,8 @@ def write_site(runs: list[Run], problems: list[str], out_dir: Path, site_dir: Pa
     verified_columns, verified_runs = board_columns(verified), [r for r in runs if r.tier == "verified"]
     first = lead(verified, verified_columns, verified_runs)
     shown_first = {f.title for f in first.figures}
-    placed = place_figures([f for f in board_figures(verified, verified_columns) if f.title not in shown_first],
+    costs = cell_costs(verified_runs)  # the project's own cost records (a submission's never join its cells)
+    placed = place_figures([f for f in board_figures(verified, verified_columns, costs) if f.title not in shown_first],
                            out_dir, "board")
     leading = place_figures(first.figures, out_dir, "lead")
     write("index.html", pages.board_page(env, rows, columns, reference_rows(), problems, lead=first,
@@ -136,8 +138,8 @@ def write_site(runs: list[Run], problems: list[str], out_dir: Path, site_dir: Pa
         copy_record(run, out_dir)
     write("records.json", json.dumps([r.record for r in runs], indent=1, default=str) + "\n")
     write("records.csv", records_csv(runs))
-    write("cells.csv", table_csv(downloads.cell_columns(rows), downloads.cells(rows)))
-    write("cells.json", downloads.cells_json(rows))
+    write("cells.csv", table_csv(downloads.cell_columns(rows, costs), downloads.cells(rows, costs)))
+    write("cells.json", downloads.cells_json(rows, costs))
     write(MARKER, "built by python -m suite.site; rebuilt whole on each build\n")
 
 

@@ -8,6 +8,7 @@ import statistics
 from typing import Any
 
 from suite.site.board import Row, reached_target
+from suite.site.costs import CellCost, cost_columns, cost_for, cost_values
 from suite.site.runs import Run
 
 # What places a run in its cell beside method, task and budget: the model, its width, the learning
@@ -50,17 +51,20 @@ def length_columns(lengths) -> list[str]:
     return [accuracy_column(n) for n in sorted(set(lengths))]
 
 
-def cell_columns(rows: list[Row]) -> list[str]:
-    """cells.csv's columns: CELL_COLUMNS, then the mean accuracy at each longer length any cell was scored at."""
+def cell_columns(rows: list[Row], costs: dict[str, CellCost] | None = None) -> list[str]:
+    """cells.csv's columns: CELL_COLUMNS, then the mean accuracy at each longer length any cell was
+    scored at, then the cost columns (costs.cost_columns) of the cells whose configuration has a cost record."""
+    joined = [c for c in (cost_for(cell.runs, costs or {}) for row in rows for cell in row.cells.values()) if c]
     return [*CELL_COLUMNS, *length_columns(n for row in rows for cell in row.cells.values()
-                                           for n in cell.length_points())]
+                                           for n in cell.length_points()), *cost_columns(joined)]
 
 
-def cells(rows: list[Row]) -> list[dict[str, Any]]:
+def cells(rows: list[Row], costs: dict[str, CellCost] | None = None) -> list[dict[str, Any]]:
     """Every cell of the board as its table shows it: its configuration and host, mean and spread over
     seeds, baseline and verdicts, how many seeds stopped early at the target and their steps to it
     (where every seed did: solved), what its curves say, its median costs, the mean accuracy at each
-    longer evaluated length, and the runs it averages."""
+    longer evaluated length, the runs it averages, and what its configuration's cost record measured
+    (``costs``: costs.cell_costs; its own host, with ratios to exact attention's)."""
     found = []
     for row in rows:
         for column, cell in row.cells.items():
@@ -76,7 +80,7 @@ def cells(rows: list[Row]) -> list[dict[str, Any]]:
                 cell.median("state_bytes"), cell.median("train_tokens_per_s"), cell.memory()[0],
                 " ".join(r.run_id for r in cell.runs)))) | {
                 accuracy_column(n): statistics.fmean(p["accuracy"] for p in points)
-                for n, points in cell.length_points().items()})
+                for n, points in cell.length_points().items()} | cost_values(cost_for(cell.runs, costs or {})))
     return found
 
 
@@ -94,5 +98,5 @@ def run_values(run: Run, columns: list[str]) -> list[Any]:
     return [steps, *(lengths.get(c) for c in columns[1:])]
 
 
-def cells_json(rows: list[Row]) -> str:
-    return json.dumps(cells(rows), indent=1) + "\n"
+def cells_json(rows: list[Row], costs: dict[str, CellCost] | None = None) -> str:
+    return json.dumps(cells(rows, costs), indent=1) + "\n"

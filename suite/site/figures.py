@@ -19,10 +19,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from suite import scaling
-from suite.metrics import Metric, format_bytes, format_value
+from suite.metrics import Metric, format_bytes, format_seconds, format_value
 from suite.modes import declared, sweep_layout
 from suite.schema import Statistics
-from suite.site import known
+from suite.site import known, stats
 from suite.site.board import (
     ACCURACY,
     NO_STATE,
@@ -38,6 +38,7 @@ from suite.site.board import (
     within_sampling_error,
 )
 from suite.site.charts import PALETTE, SHAPES, Axis, Layout, chart
+from suite.site.costs import INFERENCE, CellCost, cost_for
 from suite.site.runs import Run, metric_for
 
 # A crossover is where a method beats the best of exact attention's implementations: the methods
@@ -221,9 +222,11 @@ def recall_points(columns: list[Column]) -> list[Column]:
     return [c for c in columns if any(c.task in f.tasks for f in RECALL_FAMILIES)]
 
 
-def board_figures(rows: list[Row], columns: list[Column]) -> list[Figure]:
+def board_figures(rows: list[Row], columns: list[Column], costs: dict[str, CellCost] | None = None) -> list[Figure]:
     """The figures under the board's tables: MQAR accuracy against key-value pairs and against state
-    size, then accuracy against throughput and memory per board point (MQAR's points together)."""
+    size, then accuracy against throughput and memory per board point (MQAR's points together);
+    where the cells' configurations have cost records (``costs``: costs.cell_costs), accuracy against
+    cost at each length they were tested at, and where each method pays."""
     figures: list[Figure] = []
     for (device, budget), group in by_device_and_budget(rows).items():
         where = f"{budget} budget, {device}"
@@ -233,6 +236,7 @@ def board_figures(rows: list[Row], columns: list[Column]) -> list[Figure]:
         figures += length_figures(usual, columns, where)
         for host, found in by_host(usual):  # speed and memory: one host per figure
             figures += cost_figures(found, columns, f"{where}, on {host}")
+        figures += length_cost_figures(usual, columns, costs or {}, where)
     return figures
 
 
@@ -271,6 +275,112 @@ def length_figures(rows: list[Row], columns: list[Column], where: str) -> list[F
                      Layout(line=True, error="bar", baseline=baseline))
         figures.append(Figure("board", title, spec, caption + crowding_note(r["series"] for r in data)))
     return figures
+
+
+@dataclass(frozen=True)
+class AtLength:
+    """A cell's accuracy at one length it was tested at, and what its configuration cost there."""
+
+    row: Row
+    values: list[float]  # accuracy, one per seed
+    baseline: float | None
+    examples: int | None
+    cost: CellCost
+
+    def estimate(self) -> stats.Estimate:
+        return stats.accuracy_estimate(self.values, self.examples)
+
+
+def at_lengths(rows: list[Row], column: Column, costs: dict[str, CellCost]) -> dict[str, dict[int, list[AtLength]]]:
+    """Per cost host, per length (the trained one and each longer test length), the cells of
+    ``column`` whose configuration has a cost record on that host with a ratio to exact attention's."""
+    found: dict[str, dict[int, list[AtLength]]] = {}
+    trained = column_baselines(rows).get(column)
+    for row in rows:
+        cell = row.cells.get(column)
+        cost = cost_for(cell.runs, costs) if cell is not None and cell.mean() is not None else None
+        if cost is None or cost.reference is None:
+            continue
+        lengths = {column.seq_len: (cell.values(), trained.accuracy if trained else None)}
+        for length, points in cell.length_points().items():
+            lengths[length] = ([p["accuracy"] for p in points], points[0].get("baseline_accuracy"))
+        for length, (values, baseline) in lengths.items():
+            if cost.ratio(INFERENCE, length) is not None and values:
+                found.setdefault(cost.host, {}).setdefault(length, []).append(
+                    AtLength(row, values, baseline, cell.test_size(), cost))
+    return found
+
+
+def length_cost_figures(rows: list[Row], columns: list[Column], costs: dict[str, CellCost],
+                        where: str) -> list[Figure]:
+    """Per recall board point with cost records: at each length, accuracy against inference time
+    relative to exact attention, marker area by peak memory (LRA's Figure 3, per length); then one
+    figure of where each method pays: its inference time relative to exact attention against length,
+    hollow where it loses exact attention's accuracy there. One cost host per figure."""
+    figures = []
+    reference = known.reference_method()
+    for column in recall_points(columns):
+        for host, found in sorted(at_lengths(rows, column, costs).items()):
+            # exact attention beside itself alone says nothing: a length needs another method
+            lengths = {n: cells for n, cells in found.items() if any(c.row.method != reference for c in cells)}
+            if not lengths:
+                continue
+            on = f"{where}; cost on {host}"
+            for length, cells in sorted(lengths.items()):
+                figures.append(accuracy_cost_figure(column, length, cells, on))
+            figures.append(pays_figure(column, lengths, reference, on))
+    return figures
+
+
+def accuracy_cost_figure(column: Column, length: int, cells: list[AtLength], where: str) -> Figure:
+    trained = length == column.seq_len
+    at = f"{length:,} tokens" + (" (trained)" if trained else " (tested only)")
+    data = []
+    for c in cells:
+        ratio, memory = c.cost.ratio(INFERENCE, length), c.cost.value(INFERENCE, length, "memory")
+        point = accuracy_row(c.row.method, ratio, f"{ratio:.2f}× exact attention's time", c.values, c.baseline,
+                             c.examples, c.row.cells[column].lr, f"{column.label} at {at}", size=memory or 0)
+        point["tip"] += (f", {format_seconds(c.cost.value(INFERENCE, length))} per sequence, peak memory "
+                         + (format_bytes(memory) if memory is not None else "not recorded"))
+        data.append(point)
+    baselines = {c.baseline for c in cells if c.baseline is not None}
+    levels = [{"y": b, "label": f"{format_value(ACCURACY, b)}: the baseline at {length:,} tokens"} for b in baselines]
+    title = f"{column.label} at {length:,} tokens: {ACCURACY.label} vs inference time relative to exact attention"
+    caption = (f"{ACCURACY.label} at {at} against inference time per sequence relative to exact attention's, both "
+               f"measured on the same host at the same commit ({where}), as in LRA's Figure 3; left of 1 is faster. "
+               f"Marker area is proportional to inference's peak memory at that length. Each method at its default "
+               f"state and chosen rate. Bars: ± one standard deviation over seeds. {HOLLOW} {BASELINE} {LEGEND}")
+    spec = chart(title, data, Axis("inference time relative to exact attention", "", log=True),
+                 metric_axis(ACCURACY, log=False),
+                 Layout(line=False, error="bar", size=Axis("peak memory", "bytes", log=True), levels=levels))
+    return Figure("board", title, spec, caption + crowding_note(r["series"] for r in data))
+
+
+def pays_figure(column: Column, lengths: dict[int, list[AtLength]], reference: str | None, where: str) -> Figure:
+    data = []
+    for length, cells in sorted(lengths.items()):
+        exact = next((c for c in cells if c.row.method == reference), None)
+        for c in cells:
+            ratio = c.cost.ratio(INFERENCE, length)
+            mean = statistics.fmean(c.values)
+            loses = exact is not None and c is not exact and stats.clearly_ahead(exact.estimate(), c.estimate())
+            kept = f"{format_value(ACCURACY, mean)} accuracy" + (
+                "" if exact is None or c is exact else
+                f" against exact attention's {format_value(ACCURACY, statistics.fmean(exact.values))}: "
+                + ("clearly below it" if loses else "not clearly below it"))
+            data.append({"series": c.row.method, "x": length, "y": ratio, "x_text": f"{length:,} tokens",
+                         "y_text": f"{ratio:.2f}×", "hollow": loses, "tip": f"{column.label}: {kept}"})
+    title = f"{column.label}: where each method pays, inference time relative to exact attention vs length"
+    caption = (f"Each method's inference time per sequence relative to exact attention's, measured on the same host "
+               f"at the same commit ({where}), against the sequence length: the trained length and the longer "
+               f"lengths it was tested at (evaluation only); log-log. Below the grey line (1×) the method is faster. "
+               f"Filled: its accuracy there is not clearly below exact attention's (the board's comparison test, "
+               f"TEST); hollow: clearly below it, so the time it saves is paid for in accuracy. Hover a point for "
+               f"its accuracy. {LEGEND}")
+    spec = chart(title, data, Axis("sequence length", "count", log=True),
+                 Axis("inference time relative to exact attention", "", log=True),
+                 Layout(line=True, levels=[{"y": 1.0, "label": "1×: exact attention's time"}]))
+    return Figure("board", title, spec, caption + crowding_note(r["series"] for r in data))
 
 
 def recall_figures(rows: list[Row], columns: list[Column], where: str) -> list[Figure]:

@@ -7,6 +7,7 @@ its rule's name, so a reader (and tests/test_site_rules.py) can tell which rule 
 
 from __future__ import annotations
 
+import statistics
 from dataclasses import dataclass, field, replace
 
 from suite import board as boards
@@ -14,14 +15,18 @@ from suite.metrics import format_bytes
 from suite.modes import declared
 from suite.site import known, stats
 from suite.site.board import LRA_TASKS, SUITE_RECIPE, VARIANT_SIZES, Cell, Column, Row, board_tables
+from suite.site.costs import COST_RULE, INFERENCE, cell_costs
 from suite.site.figures import (
+    AtLength,
     FidelityHeadline,
     Figure,
+    at_lengths,
     by_device_and_budget,
     compact_count,
     crossovers,
     fidelity_headline,
     recall_figures,
+    recall_points,
     reference_names,
     state_figures,
     sweep_groups,
@@ -55,6 +60,14 @@ RULES = {
              "a run may take (budget.max_steps) and the CPU threads per run (config.cpu_threads).",
     "PAPER_SCALE": "The board's scale against the papers': CPU-scale runs rank methods at their own sizes; the "
                    "published rows are reported results at the papers' scale, not rerun here.",
+    "AT_LENGTH": (
+        "Per recall point with cost records (COST), at the longest length where exact attention's accuracy and cost "
+        "were both measured (a length it was tested at, evaluation only, or the trained one): exact attention's mean "
+        "accuracy there, and for each other method at its default state its mean accuracy, whether the comparison "
+        "test (TEST) places it clearly below exact attention's (what the method gives up), and its inference time "
+        "per sequence and peak memory relative to exact attention's on the same host at the same commit (what it "
+        "saves)."),
+    "COST": COST_RULE,
     "LENGTH_GAP": "The longest sequence any train record learned on, against the lengths at which the kernel records "
                   "place each method's crossover with exact attention (suite.scaling): where every crossover lies "
                   "beyond it, accuracy and speed were not measured at the same length.",
@@ -464,12 +477,46 @@ def lead(rows: list[Row], columns: list[Column], runs: list[Run]) -> Lead:
     rankings = [r for line in lines for r in (line.best, line.best_sub)] + [g.ranking for g in (*states, *widths)]
     used = [e for r in rankings for e in (*r.leaders, *r.behind)]
     fidelity = fidelity_headline(runs)
-    summary = [s for s in (scale_sentence(everyone), paper_scale_sentence(everyone, columns),  # all it ran
+    paying = [pays_sentence(column, host, lengths) for column in recall_points(columns)
+              for host, lengths in sorted(at_lengths([r for r in rows if not r.variant], column,
+                                                     cell_costs(runs)).items())]
+    summary = [s for s in (*paying, scale_sentence(everyone), paper_scale_sentence(everyone, columns),  # all it ran
                            state_sentence(state_point, states), recipe_sentence(state_point, states),
                            length_gap_sentence(everyone, kernel),
                            fidelity_sentence(fidelity)) if s]
     return Lead(figures, summary, lines, state_point, states, widths, kernel, fidelity,
                 any(e.assumed for e in used))
+
+
+def pays_sentence(column: Column, host: str, lengths: dict[int, list[AtLength]]) -> Sentence | None:
+    """AT_LENGTH: at the longest length with exact attention's accuracy and cost, what each other
+    method keeps (its accuracy, clearly below exact attention's or not) and saves (time, memory)."""
+    reference = known.reference_method()
+    measured = [n for n, cells in lengths.items() if any(c.row.method == reference for c in cells)]
+    if not measured:
+        return None
+    length = max(measured)
+    cells = lengths[length]
+    exact = next(c for c in cells if c.row.method == reference)
+    others = sorted((c for c in cells if c is not exact), key=lambda c: known.method_rank(c.row.method))
+    if not others:
+        return None
+    how = "trained at that length" if length == column.seq_len else f"trained at {column.seq_len:,}, tested only"
+    parts = []
+    for c in others:
+        loses = stats.clearly_ahead(exact.estimate(), c.estimate())
+        memory = c.cost.ratio(INFERENCE, length, "memory")
+        parts.append(f"{c.row.method} {format_accuracy(c)}{' (clearly below)' if loses else ''} at "
+                     f"{c.cost.ratio(INFERENCE, length):.2f}× its time" +
+                     (f" and {memory:.2f}× its memory" if memory is not None else ""))
+    return Sentence("AT_LENGTH", f"At {length:,} tokens on {column.label} ({how}; cost on {host}), exact attention "
+                    f"scores {format_accuracy(exact)}; " + "; ".join(parts) + ".")
+
+
+def format_accuracy(cell: AtLength) -> str:
+    estimate = cell.estimate()
+    spread = f" ± {100 * statistics.stdev(estimate.values):.1f}" if len(estimate.values) >= 2 else ""
+    return f"{100 * estimate.mean:.1f}%{spread}"
 
 
 def state_sentence(point: Column | None, groups: list[StateGroup]) -> Sentence | None:
