@@ -356,6 +356,22 @@ def registered_in(tree: Path) -> list[str]:
     return out.stdout.split()
 
 
+def run_stage(command: list[str], cwd: Path | None, env: dict) -> int:
+    """Run one multirun and return its exit code. On Ctrl-C, which reaches the multirun too (one
+    process group), wait for it to record its runs as interrupted and keep their checkpoints (a second
+    Ctrl-C kills it) and return EXIT_INTERRUPTED: no traceback, nothing lost."""
+    with subprocess.Popen(command, cwd=cwd, env=env) as child:
+        try:
+            return child.wait()
+        except KeyboardInterrupt:
+            while True:
+                try:
+                    child.wait()
+                    return EXIT_INTERRUPTED
+                except KeyboardInterrupt:
+                    child.kill()
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="attention-suite board", description=__doc__.split("\n\n")[1])
     parser.add_argument("board", help=f"a board file's path, or one of the project's boards: {', '.join(names())}")
@@ -415,7 +431,10 @@ def main(argv: list[str] | None = None) -> int:
               flush=True)
         if args.dry_run:
             continue
-        code = subprocess.run([sys.executable, "-m", "suite", "-m", *stage], cwd=tree, env=env).returncode
+        code = run_stage([sys.executable, "-m", "suite", "-m", *stage], tree, env)
+        if code == EXIT_INTERRUPTED:
+            print(f"board {board.name}: stopped at multirun {i}/{len(runs)}; the same command resumes it (ok records "
+                  "are skipped, an interrupted run goes on from its last checkpoint)", file=sys.stderr)
         if code in (EXIT_USER_ERROR, EXIT_INTERRUPTED):  # a mistake in the command, or stopped: so would the rest be
             return code
         worst = max(worst, code)  # a failed cell is said in its sweep's report; the board goes on

@@ -141,6 +141,37 @@ def test_the_long_boards_cost_runs_measure_its_cells_one_at_a_time():
     assert trained and trained <= costed  # every cell the board has trained so far has its cost run
 
 
+class Child:
+    """A multirun that a Ctrl-C reaches ``interrupts`` times while the board waits for it."""
+
+    def __init__(self, interrupts: int):
+        self.interrupts, self.waits, self.killed = interrupts, 0, False
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+    def wait(self):
+        self.waits += 1
+        if self.waits <= self.interrupts:
+            raise KeyboardInterrupt
+        return -9 if self.killed else 130
+
+    def kill(self):
+        self.killed = True
+
+
+@pytest.mark.parametrize("interrupts", [1, 2])
+def test_ctrl_c_lets_the_multirun_record_itself_and_ends_the_board_without_a_traceback(monkeypatch, interrupts):
+    child = Child(interrupts)
+    monkeypatch.setattr(board.subprocess, "Popen", lambda *args, **kwargs: child)
+    assert board.run_stage(["x"], None, {}) == board.EXIT_INTERRUPTED
+    assert child.waits == interrupts + 1  # waited for the multirun to write its interrupted records
+    assert child.killed == (interrupts > 1)  # a second Ctrl-C kills it
+
+
 # -- what a board file expands to --------------------------------------------------------------------------
 
 def write_board(tmp_path: Path, **keys) -> Path:
