@@ -179,17 +179,43 @@ def install(folder: Path) -> int:
     return 0
 
 
+def not_of_declared_code(record: dict, packages: list[Package]) -> str | None:
+    """Why the outside method a record names may not be imported here, or None: its distribution is
+    not among the declared packages, or its import path's top-level module is not installed by that
+    distribution (a module beside the records, or another package's, would run code nobody declared)."""
+    method = record.get("method") or {}
+    spec, dist = str(method.get("import_path") or ""), method.get("distribution") or {}
+    if not isinstance(dist, dict) or not declared(dist, packages):
+        return f"its distribution ({dist.get('name') if isinstance(dist, dict) else dist!r}) is not a declared package"
+    top = re.split(r"[.:]", spec)[0]
+    owners = importlib.metadata.packages_distributions().get(top, [])
+    if normalized(str(dist.get("name") or "")) not in {normalized(owner) for owner in owners}:
+        return (f"module {top!r} is not installed by {dist.get('name')} "
+                f"(installed by: {', '.join(owners) or 'no distribution'})")
+    return None
+
+
 def rerun(folder: Path, results: Path) -> int:
     """check-method and a smoke run of each outside method the records name (on its first record's
-    task, or mqar for the modes with a task of their own)."""
+    task, or mqar for the modes with a task of their own), imported only where its code is a declared
+    package's: any other import path is refused unimported, one line each."""
     from suite.record_store import iter_records
 
+    packages, _ = read_packages(folder)  # install has said what is wrong with the declaration
     tasks_of: dict[str, str] = {}
-    for _, record in iter_records(folder):
-        spec = (record.get("method") or {}).get("import_path") or ""
-        if spec and spec.split(".")[0] != "methods":
-            tasks_of.setdefault(spec, record["task"]["name"] if record.get("kind") == "train" else "mqar")
-    failed = 0
+    refused: set[str] = set()
+    for path, record in iter_records(folder):
+        spec = str((record.get("method") or {}).get("import_path") or "")
+        if not spec or re.split(r"[.:]", spec)[0] == "methods" or spec in tasks_of or spec in refused:
+            continue
+        why = not_of_declared_code(record, packages)
+        if why:
+            print(f"{path}: method.import_path: {spec!r} not imported: {why}; expected a method of a package "
+                  "declared in submission.json", file=sys.stderr)
+            refused.add(spec)
+            continue
+        tasks_of[spec] = record["task"]["name"] if record.get("kind") == "train" else "mqar"
+    failed = len(refused)
     for spec, task in sorted(tasks_of.items()):
         for args in (["check-method", spec],
                      [f"method={spec}", f"task={task}", "budget=smoke", f"results_dir={results}"]):

@@ -163,6 +163,28 @@ def test_the_install_step_installs_nothing_of_a_declaration_that_is_not_exact(tm
                            "pinned to a commit; expected git+https://...@<40-hex commit>\n")
 
 
+@pytest.mark.parametrize("distribution, packages, why", [
+    (None, None, "its distribution (None) is not a declared package"),
+    (MY_ATTN, ["my-attn==0.3.1"], "module 'planted' is not installed by my-attn (installed by: no distribution)"),
+])
+def test_the_rerun_imports_no_method_but_a_declared_packages(outside_record, tmp_path, distribution, packages, why):
+    """CI's rerun step runs code before validate does: it imports an outside method only where the
+    record's distribution is declared and installs the module it names. A module planted beside the
+    records (importable from the job's folder) is refused unimported."""
+    folder = tmp_path / "sub"
+    record = {**outside_record, "method": {**outside_record["method"], "import_path": "planted.attention:Method"}}
+    path = submit(folder, record, distribution, packages)
+    marker = tmp_path / "imported"
+    (folder / "planted.py").write_text(f"open({str(marker)!r}, 'w').close()\n")
+    done = subprocess.run([sys.executable, "-m", "suite.submission", "rerun", str(folder), "--results",
+                           str(tmp_path / "rerun")], cwd=folder, capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "PYTHONPATH": f"{REPO}{os.pathsep}{folder}"})
+    assert done.returncode == 1
+    assert done.stderr.splitlines()[-1] == (f"{path}: method.import_path: 'planted.attention:Method' not imported: "
+                                            f"{why}; expected a method of a package declared in submission.json")
+    assert not marker.exists() and not (tmp_path / "rerun").exists()
+
+
 def test_the_workflow_that_runs_submitted_code_has_no_secrets_and_a_read_only_token():
     text = (REPO / ".github" / "workflows" / "submissions.yml").read_text()
     workflow = yaml.safe_load(text)
