@@ -22,6 +22,7 @@ from suite.modes.fidelity import capture as fidelity_capture
 from suite.modes.fidelity import job as fidelity
 from suite.modes.fidelity.measure import ScaledWeights, method_weights, query_errors, scale_rows, scores
 from suite.run import run
+from suite.validate import MARKUP
 from tests.conftest import CONF_DIR
 from tests.test_cli import cli
 
@@ -255,3 +256,10 @@ def test_a_cpu_board_recall_point_has_a_grid_that_captures_from_its_own_model(tm
     examples = fidelity_capture.longest_examples(data.test, 2)
     [(q, k, v)] = fidelity_capture.attention_inputs(model, examples, CPU)  # hybrid: conv, then one attention layer
     assert q.shape == k.shape == v.shape == (2, 1, 64, 64)
+
+
+@pytest.mark.parametrize("name", methods.available())
+def test_a_methods_fidelity_note_is_text_that_validate_accepts_in_its_record(name):
+    # sliding_window's "|i - j| < window" read as the start of a tag: its every fidelity record was refused
+    note = methods.get(name).fidelity_note or ""
+    assert not MARKUP.search(note), note

@@ -36,9 +36,9 @@ class SlidingWindowAttention(AttentionMethod):
     # softmax. chunk_size: queries per band of the chunk path.
     method_options = {"window": 64, "chunk_size": 64}
     time_in_length = "N"  # N * window at a fixed window
-    fidelity_note = ("sliding_window is exact softmax within its window (|i - j| < window; float32 rounding there) "
-                     "and gives every key outside it weight 0: its denominator error and its attention TV are both "
-                     "the attention mass softmax puts outside the window, the one source of its errors.")
+    fidelity_note = ("sliding_window is exact softmax within its window (keys with |i - j| under window; float32 "
+                     "rounding there) and gives every key outside it weight 0: its denominator error and its attention "
+                     "TV are both the attention mass softmax puts outside the window, the one source of its errors.")
 
     def __init__(self, head_dim, impl="auto", **options):
         super().__init__(head_dim, impl, **options)
