@@ -463,3 +463,13 @@ def test_every_accuracy_figure_draws_its_baseline(tmp_path):
     pairs = next(f for f in figures if "vs key-value pairs" in f.title)
     assert {(r["x"], r["y"]) for layer in pairs.spec["layer"] for r in layer.get("data", {}).get("values", [])
             if "label" in r} == {(4, 0.25), (8, 0.125), (16, 0.0625)}  # 1 / pairs at each x
+
+
+def test_only_maps_that_estimate_exps_sum_declare_a_denominator_that_estimates_softmaxs():
+    """FAVOR+ and Taylor estimate exp's kernel; elu(x)+1 (linear, and log-linear on it) and Hedgehog's
+    normalised halves sum another kernel, so their denominator error is no estimation error."""
+    from suite.site import known
+
+    assert {m: known.denominator_estimates_softmax(m) for m in ("favor", "taylor", "linear", "loglinear",
+                                                                 "hedgehog")} == {
+        "favor": True, "taylor": True, "linear": False, "loglinear": False, "hedgehog": False}

@@ -56,6 +56,7 @@ class LogLinearAttention(AttentionMethod):
     impls = ("naive", "chunk", "triton")
     cpu_default = "chunk"
     denominator_eps = DENOMINATOR_EPS
+    denominator_estimates_softmax = False  # elu(x)+1 sums another kernel: no estimate of exp's sum
     fidelity_note = ("log-linear attention with lambda = 1 as initialised equals (non-causal) linear attention "
                      "with elu(x)+1: it estimates a different kernel than exp (see linear); TV and output error "
                      "are the comparable columns.")

@@ -513,6 +513,11 @@ def pays_sentence(column: Column, host: str, lengths: dict[int, list[AtLength]])
                     f"scores {format_accuracy(exact)}; " + "; ".join(parts) + ".")
 
 
+def in_words(names: list[str]) -> str:
+    """'a', 'a and b', 'a, b and c'."""
+    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
+
+
 def format_accuracy(cell: AtLength) -> str:
     estimate = cell.estimate()
     spread = f" ± {100 * statistics.stdev(estimate.values):.1f}" if len(estimate.values) >= 2 else ""
@@ -584,11 +589,11 @@ def fidelity_sentence(found: FidelityHeadline | None) -> Sentence | None:
     text = f"Fidelity at N = {found.length:,.0f}, by output error, per score scale (the spread of q·k/√D)"
     text += f": {'; '.join(parts)}." if parts else "."
     if unranked:
-        text += (f" Not ranked: {' and '.join(unranked)}, queries and keys of a model that did not learn (near-"
+        text += (f" Not ranked: {in_words(unranked)}, queries and keys of a model that did not learn (near-"
                  "uniform attention, which any map approximates).")
     others = found.not_estimates()
     if others:
-        text += (f" {' and '.join(others)} declare a normaliser of their own, not an estimate of softmax's: their "
+        text += (f" {in_words(others)} declare a normaliser of their own, not an estimate of softmax's: their "
                  "denominator error is not ranked." if len(others) > 1 else
                  f" {others[0]} declares a normaliser of its own, not an estimate of softmax's: its denominator "
                  "error is not ranked.")
