@@ -167,6 +167,8 @@ def run_checked(config: Mapping, resume: bool = True) -> tuple[Path, Outcome]:
             result = JobResult(kind=mode, task={"name": record_task(module, config)},
                                outcome=Outcome(status=status, error=f"{type(exc).__name__}: {exc}"))
         result.outcome.metrics["wall_time_s"] = time.perf_counter() - started
+        with cpu_threads(config.get("cpu_threads"), device):  # the host the record names ran the run's threads
+            environment = env.capture(device, config["seed"])
 
         method = config["method"]
         record = record_store.new_record(
@@ -180,7 +182,7 @@ def run_checked(config: Mapping, resume: bool = True) -> tuple[Path, Outcome]:
                     "capabilities": sorted(method_class.capabilities())},
             task={**result.task, **task_provenance(config["task"]["name"])},
             metrics=result.outcome.metrics,
-            env=env.capture(device, config["seed"]),
+            env=environment,
             status=result.outcome.status,
             error=result.outcome.error,
             run_id=run_id,

@@ -60,6 +60,18 @@ def test_cli_smoke_writes_one_record_with_the_step_and_inference_at_every_length
     assert "per sequence" in done.stdout and "train_step" in done.stdout and "softmax record" in done.stdout
 
 
+def test_the_record_names_the_threads_the_run_used_not_the_process_default(make_config):
+    """The host class a timing is compared within (env.device_name: the CPU and its threads) is the
+    run's cpu_threads, however many threads the process that launched it defaults to."""
+    import torch
+
+    threads = torch.get_num_threads() + 1
+    path, outcome = run(cost_config(make_config, f"cpu_threads={threads}", "method=linear"))
+    record = record_store.read_record(path)
+    assert outcome.status == "ok" and record["env"]["device_name"].endswith(f"({threads} threads)")
+    assert record["metrics"]["cpu_threads"] == threads and torch.get_num_threads() == threads - 1
+
+
 def test_a_method_without_a_recurrent_form_is_timed(make_config, registry_kept):
     config = cost_config(make_config)
     config["method"] = {"name": methods.resolve(STATELESS).name, "impl": "auto", "options": {}}
