@@ -436,6 +436,24 @@ def test_one_cpu_is_one_host_whether_or_not_its_record_names_its_hardware(tmp_pa
                                                                        "AMD EPYC (2 threads)"]
 
 
+def test_a_cpu_runs_host_class_counts_the_threads_it_ran_not_its_launchers(tmp_path):
+    """Records before a3321d7 name the launching process's threads in env.device_name; the run's own
+    (metrics.cpu_threads, else config.cpu_threads) set its hardware class."""
+    named = train("softmax")
+    named["env"]["device_name"] = "AMD EPYC (2 threads)"
+    named["config"]["cpu_threads"] = 1
+    measured = train("linear")
+    measured["env"]["device_name"] = "AMD EPYC (2 threads)"
+    measured["metrics"]["cpu_threads"] = 1
+    default = train("taylor")
+    default["env"]["device_name"] = "AMD EPYC (2 threads)"  # cpu_threads null: the default, as named
+    for record in (named, measured, default):
+        write_record(record, tmp_path / "results")
+    runs, _ = load_runs(tmp_path / "results")
+    assert {r.method: r.hardware for r in runs} == {"softmax": "AMD EPYC (1 threads)", "linear": "AMD EPYC (1 threads)",
+                                                    "taylor": "AMD EPYC (2 threads)"}
+
+
 def test_speed_and_memory_come_from_one_host_named_in_the_caption(tmp_path):
     """Rows of two hosts: every cost figure and table reads one host's rows and names it; cells.csv
     and records.csv carry the host, the early stop, the steps to the target and the accuracy at each

@@ -25,6 +25,7 @@ from suite.record_store import iter_loaded
 from suite.schema import Record
 
 PLOT_SUFFIXES = (".png", ".svg", ".jpg", ".jpeg", ".webp")
+THREADS = re.compile(r"\(\d+ threads\)$")  # the end of a CPU's env.device_name: "AMD EPYC (1 threads)"
 
 
 @dataclass(frozen=True)
@@ -50,6 +51,10 @@ class Run:
         as one without, so one machine is never two hosts."""
         env = self.model.env
         if env.device == "cpu" and env.device_name:
+            # Records before a3321d7 named the launching process's threads; the run's own are in its record.
+            threads = self.record.get("metrics", {}).get("cpu_threads") or self.record["config"].get("cpu_threads")
+            if isinstance(threads, int) and not isinstance(threads, bool) and threads > 0:
+                return THREADS.sub(f"({threads} threads)", str(env.device_name))
             return str(env.device_name)
         model = env.hardware.device_model if env.hardware else None
         return str(model or env.device_name or env.device or "not recorded")
