@@ -103,6 +103,7 @@ def test_the_cpu_board_file_composes_the_cells_of_the_presets_it_replaced(tmp_pa
         assert {records.cell_key(c) for c in new} == {records.cell_key(c) for c in old}
 
 
+@pytest.mark.slow  # 10-19 s (every cell composed): .ci/run runs it
 def test_every_record_of_the_pinned_board_is_a_cell_of_the_board_file():
     """Each committed record of the CPU board is one of the file's cells at its rate and seed: the
     board command finds it by its config hash and skips it. (Needs no history: the records carry

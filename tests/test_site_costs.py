@@ -132,6 +132,7 @@ def test_the_lead_states_what_each_method_keeps_and_saves_at_the_longest_length(
     assert "linear 96.0% ± 1.0 at 0.50× its time" in sentence.text  # not clearly below: nothing given up
 
 
+@pytest.mark.slow  # 4-7 s (three real runs): .ci/run runs it
 def test_a_cost_run_joins_the_train_run_of_the_same_configuration(make_config):
     """Real records: mode=cost of a train run's configuration is that cell's cost, and exact
     attention's cost record of the same point is its reference."""
