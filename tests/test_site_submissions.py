@@ -70,6 +70,8 @@ def test_rows_say_their_tier_and_the_tiers_never_share_a_cell(built):
     assert {r["added"] for r in submitted} == {"2026-12-03"}
     assert all(r["record"].startswith("submitted/ada-h100/") for r in submitted)
     assert len(rows) == len(list((BOARD / "train" / CELL[0]).rglob("*.json"))) + 4
+    verified = len(rows) - 4  # the footer names where the records came from: no submitted one is "under results/"
+    assert f"from {len(rows)} record(s): {verified} of the project&#39;s and 4 submitted in 1 folder(s)" in html
 
 
 def test_what_a_submitter_wrote_is_text_and_bad_records_are_skipped_by_name(built):

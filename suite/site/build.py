@@ -104,8 +104,14 @@ def write_site(runs: list[Run], problems: list[str], out_dir: Path, site_dir: Pa
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(text)
 
+    submitted = [r for r in runs if r.tier != "verified"]
+    folders = len({r.origin for r in submitted})
+    sources = f"{len(runs)} record(s)" + (
+        f": {len(runs) - len(submitted)} of the project's and {len(submitted)} submitted in {folders} folder(s)"
+        if submitted else ", the project's")
+
     def page(path: str, title: str) -> dict:
-        return {"title": title, "root": "../" * path.count("/"), "run_count": len(runs)}
+        return {"title": title, "root": "../" * path.count("/"), "sources": sources}
 
     rows = board_rows(runs)
     columns = board_columns(rows)
