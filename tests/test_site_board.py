@@ -507,3 +507,21 @@ def test_a_state_axis_with_more_runs_than_the_default_state_is_still_the_variant
     usual, variant = row_html(page, "taylor"), row_html(page, r"taylor \(feature_dim=8\)")
     assert "90.0%" in usual and "n=2" in usual
     assert "50.0%" in variant and "n=3" in variant
+
+
+def test_a_baseline_the_records_agree_on_is_per_task_data_the_budgets_split_sizes_included(tmp_path):
+    """Where no config or table defines a task's baseline (a majority class read from its data), the
+    verified records of the same data agree on it; a budget with other split sizes reads other data,
+    so its records are not held to another budget's baseline."""
+    agreed = [train("softmax", "text", seed=s, pairs=None, baseline=0.5) for s in range(3)]
+    other_splits = train("linear", "text", pairs=None, baseline=0.52)
+    other_splits["config"]["budget"]["num_train"] = 5000
+    other_splits["config_hash"] = config_hash(other_splits["config"], "cpu")
+    forged = train("taylor", "text", pairs=None, baseline=0.9)
+    for record in (*agreed, other_splits, forged):
+        write_record(record, tmp_path / "results")
+    runs, problems = load_runs(tmp_path / "results")
+    assert sorted(r.method for r in runs) == ["linear", "softmax", "softmax", "softmax"]
+    [problem] = problems
+    assert "'metrics.baseline_accuracy' is 0.9, not its task's 0.5 (from the verified records' of the same task " \
+           "data)" in problem

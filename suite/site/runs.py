@@ -242,8 +242,11 @@ def load_runs(results_dir: Path, submitted: tuple[Path, ...] = ()) -> tuple[list
 
 
 def data_key(run: Run) -> str:
-    """What defines a train run's task data (its config's task block), and so its baseline."""
-    return json.dumps(run.record["config"].get("task"), sort_keys=True, default=str)
+    """What defines a train run's task data (its config's task block with the budget's split sizes
+    written over it, as the loader reads it: tasks.data_config), and so its baseline."""
+    config = run.record["config"]
+    task, budget = config.get("task"), config.get("budget")
+    return json.dumps(tasks.data_config(task, budget) if isinstance(task, dict) else task, sort_keys=True, default=str)
 
 
 def not_the_tasks_baseline(runs: list[Run]) -> list[tuple[Run, str]]:
