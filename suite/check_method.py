@@ -20,11 +20,18 @@ EXIT_FAILED, EXIT_USER_ERROR = 1, 2
 OPTION_LIMIT = 2**16
 
 
-def unbounded(options: dict) -> str | None:
-    """The first option whose number is beyond OPTION_LIMIT, as ``key=value``; None if none is."""
-    for key, value in options.items():
-        if isinstance(value, (int, float)) and not isinstance(value, bool) and not abs(value) <= OPTION_LIMIT:
-            return f"{key}={value!r}"
+def unbounded(options: dict, at: str = "") -> str | None:
+    """The first option whose number is beyond OPTION_LIMIT, as ``key=value`` (a number nested in a
+    list or object as ``key[0]=value``, ``key.inner=value``); None if none is."""
+    items = options.items() if isinstance(options, dict) else enumerate(options)
+    for key, value in items:
+        where = f"{at}[{key}]" if isinstance(options, list) else (f"{at}.{key}" if at else str(key))
+        if isinstance(value, (dict, list)):
+            found = unbounded(value, where)
+            if found:
+                return found
+        elif isinstance(value, (int, float)) and not isinstance(value, bool) and not abs(value) <= OPTION_LIMIT:
+            return f"{where}={value!r}"
     return None
 
 
@@ -49,11 +56,13 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         options = json.loads(args.options)
+        problem = None if isinstance(options, dict) else f"--options must be a JSON object, got {args.options!r:.200}"
+        beyond = unbounded(options) if problem is None else None
     except json.JSONDecodeError as exc:
-        options, problem = None, f"--options is not JSON ({exc}): {args.options!r}"
-    else:
-        problem = None if isinstance(options, dict) else f"--options must be a JSON object, got {args.options!r}"
-    if problem is None and (beyond := unbounded(options)):
+        options, problem = None, f"--options is not JSON ({exc}): {args.options!r:.200}"
+    except RecursionError:
+        options, problem = None, "--options is nested too deeply to read; expected an object of option values"
+    if problem is None and beyond:
         problem = f"--options {beyond} is beyond the kit's bound, {OPTION_LIMIT} (it checks at small sizes)"
     if problem:
         print(f"error: {problem}", file=sys.stderr)

@@ -471,6 +471,10 @@ CHECK_METHOD = {
                                       "(head_dim=16): RuntimeError: boom in __init__"),
     "favor with 10^8 features": (["favor", "--options", '{"num_features": 100000000}'],
                                  "--options num_features=100000000 is beyond the kit's bound, 65536"),
+    "options nested 5,000 deep": (["favor", "--options", '{"a": ' + "[" * 5000 + "]" * 5000 + "}"],
+                                  "--options is nested too deeply to read; expected an object of option values"),
+    "a number nested in an option": (["favor", "--options", '{"num_features": 8, "x": {"sizes": [4, 1e9]}}'],
+                                     "--options x.sizes[1]=1000000000.0 is beyond the kit's bound, 65536"),
 }
 
 
