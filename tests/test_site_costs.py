@@ -147,3 +147,20 @@ def test_a_cost_run_joins_the_train_run_of_the_same_configuration(make_config):
     assert found is not None and found.cost.run.method == "linear" and found.reference.run.method == "softmax"
     assert found.ratio(INFERENCE, 128) > 0 and found.ratio(TRAIN_STEP, 64) > 0
     assert record_store.read_record(trained)["status"] == "ok"
+
+
+@pytest.mark.slow  # a subprocess, 3-5 s: .ci/run runs it
+def test_the_long_table_script_prints_the_cells_their_lengths_and_costs(tmp_path):
+    """scripts/long_table.py (docs/long_board.md's tables) reads results/long/ through the site's code."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    for record in board() + [cost("softmax", EXACT, {256: 2**24}), cost("linear", LINEAR, {256: 2**21})]:
+        record_store.write_record(record, tmp_path / "results" / "long")
+    script = Path(__file__).resolve().parents[1] / "scripts" / "long_table.py"
+    printed = subprocess.run([sys.executable, str(script), "--results", str(tmp_path / "results")],
+                             capture_output=True, text=True, check=True, timeout=300).stdout
+    assert "| linear | 3e-3 | 3 | 99.0 ± 0.0 | 100 ± 0 | 80.0 ± 0.0 | 31.0 ± 1.0 |" in printed  # solved: steps
+    assert "| linear | 1.00× | 2.00× / 1.00× | 1.00× / 1.00× | 0.50× / 0.12× |" in printed
+    assert "AT_LENGTH: At 256 tokens on mqar 64·4 pairs (hybrid)" in printed
