@@ -149,14 +149,14 @@ def run_checked(config: Mapping, resume: bool = True) -> tuple[Path, Outcome]:
     torch.manual_seed(config["seed"])
 
     run_id = records.new_run_id(config_hash)  # known before the job, so the logger's run carries it
-    with sigterm_as_interrupt(), logger.opened(config, run_id) as log:
+    # The run's threads hold until its record is written: env.capture names the host by them.
+    with sigterm_as_interrupt(), logger.opened(config, run_id) as log, cpu_threads(config.get("cpu_threads"), device):
         try:
             if not_applicable:
                 result = JobResult(kind=mode, task={"name": record_task(module, config)},
                                    outcome=Outcome(status="not_applicable", error=not_applicable))
             else:
-                with cpu_threads(config.get("cpu_threads"), device):
-                    result = module.job(config, device, config_hash)
+                result = module.job(config, device, config_hash)
         except USER_ERRORS:
             if made_results_dir:  # a refused command leaves nothing behind, not even an empty folder
                 remove_if_empty(Path(config["results_dir"]))
@@ -167,8 +167,6 @@ def run_checked(config: Mapping, resume: bool = True) -> tuple[Path, Outcome]:
             result = JobResult(kind=mode, task={"name": record_task(module, config)},
                                outcome=Outcome(status=status, error=f"{type(exc).__name__}: {exc}"))
         result.outcome.metrics["wall_time_s"] = time.perf_counter() - started
-        with cpu_threads(config.get("cpu_threads"), device):  # the host the record names ran the run's threads
-            environment = env.capture(device, config["seed"])
 
         method = config["method"]
         record = record_store.new_record(
@@ -182,7 +180,7 @@ def run_checked(config: Mapping, resume: bool = True) -> tuple[Path, Outcome]:
                     "capabilities": sorted(method_class.capabilities())},
             task={**result.task, **task_provenance(config["task"]["name"])},
             metrics=result.outcome.metrics,
-            env=environment,
+            env=env.capture(device, config["seed"]),
             status=result.outcome.status,
             error=result.outcome.error,
             run_id=run_id,
