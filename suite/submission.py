@@ -179,6 +179,11 @@ def install(folder: Path) -> int:
     return 0
 
 
+def top_module(import_path: str) -> str:
+    """The top-level module an import path names: 'my_attn' of 'my_attn.relu:ReluFM'."""
+    return re.split(r"[.:]", import_path)[0]
+
+
 def not_of_declared_code(record: dict, packages: list[Package]) -> str | None:
     """Why the outside method a record names may not be imported here, or None: its distribution is
     not among the declared packages, or its import path's top-level module is not installed by that
@@ -187,7 +192,7 @@ def not_of_declared_code(record: dict, packages: list[Package]) -> str | None:
     spec, dist = str(method.get("import_path") or ""), method.get("distribution") or {}
     if not isinstance(dist, dict) or not declared(dist, packages):
         return f"its distribution ({dist.get('name') if isinstance(dist, dict) else dist!r}) is not a declared package"
-    top = re.split(r"[.:]", spec)[0]
+    top = top_module(spec)
     owners = importlib.metadata.packages_distributions().get(top, [])
     if normalized(str(dist.get("name") or "")) not in {normalized(owner) for owner in owners}:
         return (f"module {top!r} is not installed by {dist.get('name')} "
@@ -206,7 +211,7 @@ def rerun(folder: Path, results: Path) -> int:
     refused: set[str] = set()
     for path, record in iter_records(folder):
         spec = str((record.get("method") or {}).get("import_path") or "")
-        if not spec or re.split(r"[.:]", spec)[0] == "methods" or spec in tasks_of or spec in refused:
+        if not spec or top_module(spec) == "methods" or spec in tasks_of or spec in refused:
             continue
         why = not_of_declared_code(record, packages)
         if why:
