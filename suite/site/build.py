@@ -119,9 +119,9 @@ def write_site(runs: list[Run], problems: list[str], out_dir: Path, site_dir: Pa
     # verified tier alone, one machine's runs; submitted rows are in the tables, each with its machine.
     verified = [r for r in rows if r.tier == "verified"]
     verified_columns, verified_runs = board_columns(verified), [r for r in runs if r.tier == "verified"]
-    first = lead(verified, verified_columns, verified_runs)
-    shown_first = {f.title for f in first.figures}
     costs = cell_costs(verified_runs)  # the project's own cost records (a submission's never join its cells)
+    first = lead(verified, verified_columns, verified_runs, costs)
+    shown_first = {f.title for f in first.figures}
     placed = place_figures([f for f in board_figures(verified, verified_columns, costs) if f.title not in shown_first],
                            out_dir, "board")
     leading = place_figures(first.figures, out_dir, "lead")

@@ -1,5 +1,5 @@
 """What a board cell costs at the lengths it was trained and tested at (mode=cost records), as a
-ratio to exact attention's cost measured on the same host at the same commit (rule COST_AT_LENGTH).
+ratio to exact attention's cost measured on the same host at the same commit (rules COST and AT_LENGTH).
 
 A cost record is one method's configuration: it is joined to the board's cell of the same
 configuration by ``records.measured_key`` (the cell key without the mode's block), and to exact
@@ -54,6 +54,10 @@ class Cost:
         """The lengths inference was measured at, shortest first."""
         return sorted(length for phase, length in self.times if phase == INFERENCE)
 
+    def value(self, phase: str, length: int, what: str = "time") -> float | None:
+        """The time (``what``: time) or peak memory (memory) of ``phase`` at ``length``, if measured."""
+        return (self.times if what == "time" else self.memory).get((phase, length))
+
 
 def cost_of(run: Run) -> Cost:
     times, memory = {}, {}
@@ -84,14 +88,13 @@ class CellCost:
         return self.cost.host
 
     def value(self, phase: str, length: int, what: str = "time") -> float | None:
-        return (self.cost.times if what == "time" else self.cost.memory).get((phase, length))
+        return self.cost.value(phase, length, what)
 
     def ratio(self, phase: str, length: int, what: str = "time") -> float | None:
         """This cost over exact attention's at ``phase`` and ``length`` (``what``: time or memory)."""
         if self.reference is None:
             return None
-        mine = self.value(phase, length, what)
-        theirs = (self.reference.times if what == "time" else self.reference.memory).get((phase, length))
+        mine, theirs = self.value(phase, length, what), self.reference.value(phase, length, what)
         return mine / theirs if mine is not None and theirs else None
 
 

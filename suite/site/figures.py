@@ -121,6 +121,12 @@ def cell_row(series: str, x: float, x_text: str, cell: Cell, where: str, size: f
     return accuracy_row(series, x, x_text, cell.values(), cell.baseline(), cell.test_size(), cell.lr, where, size)
 
 
+def accuracy_text(values: list[float]) -> str:
+    """Accuracies over seeds as the board writes them: their mean, ± one standard deviation from two seeds."""
+    spread = f" ± {100 * statistics.stdev(values):.1f}" if len(values) >= 2 else ""
+    return format_value(ACCURACY, statistics.fmean(values)) + spread
+
+
 def accuracy_row(series: str, x: float, x_text: str, values: list[float], baseline: float | None,
                  examples: int | None, lr: float | None, where: str, size: float | None = None) -> dict:
     """One point of an accuracy figure: the mean of ``values`` (one per seed, on ``examples`` test
@@ -130,8 +136,7 @@ def accuracy_row(series: str, x: float, x_text: str, values: list[float], baseli
     spread = statistics.stdev(values) if len(values) >= 2 else None
     judged = verdict(values, baseline, examples)
     rate = "" if lr is None else f", lr {format_lr(lr)}"
-    row = {"series": series, "x": x, "y": mean, "x_text": x_text,
-           "y_text": format_value(ACCURACY, mean) + ("" if spread is None else f" ± {100 * spread:.1f}"),
+    row = {"series": series, "x": x, "y": mean, "x_text": x_text, "y_text": accuracy_text(values),
            "hollow": judged != "above",
            "tip": f"{where}, n={len(values)}{rate}, {VERDICTS[judged] or 'clearly above baseline'}"}
     if spread is not None:  # an accuracy lies in [0, 1]: so does its bar

@@ -7,7 +7,6 @@ its rule's name, so a reader (and tests/test_site_rules.py) can tell which rule 
 
 from __future__ import annotations
 
-import statistics
 from dataclasses import dataclass, field, replace
 
 from suite import board as boards
@@ -15,11 +14,12 @@ from suite.metrics import format_bytes
 from suite.modes import declared
 from suite.site import known, stats
 from suite.site.board import LRA_TASKS, SUITE_RECIPE, VARIANT_SIZES, Cell, Column, Row, board_tables
-from suite.site.costs import COST_RULE, INFERENCE, cell_costs
+from suite.site.costs import COST_RULE, INFERENCE, CellCost, cell_costs
 from suite.site.figures import (
     AtLength,
     FidelityHeadline,
     Figure,
+    accuracy_text,
     at_lengths,
     by_device_and_budget,
     compact_count,
@@ -442,9 +442,10 @@ def one_switch(recipe: str) -> str | None:
     return parts[1] if parts[0] == SUITE_RECIPE and len(parts) == 2 else None
 
 
-def lead(rows: list[Row], columns: list[Column], runs: list[Run]) -> Lead:
+def lead(rows: list[Row], columns: list[Column], runs: list[Run], costs: dict[str, CellCost] | None = None) -> Lead:
     """The first screen of a board with rows; its figures are for the lead group. It ranks the rows
-    of the suite's recipe; the other recipes' rows ask its equal-state comparisons again (RECIPE)."""
+    of the suite's recipe; the other recipes' rows ask its equal-state comparisons again (RECIPE).
+    ``costs``: the cells' costs (costs.cell_costs of ``runs``, computed here when not given)."""
     figures: list[Figure] = []
     lines, states, widths, state_point = [], [], [], None
     everyone, rows = rows, [r for r in rows if r.recipe == SUITE_RECIPE]
@@ -477,9 +478,9 @@ def lead(rows: list[Row], columns: list[Column], runs: list[Run]) -> Lead:
     rankings = [r for line in lines for r in (line.best, line.best_sub)] + [g.ranking for g in (*states, *widths)]
     used = [e for r in rankings for e in (*r.leaders, *r.behind)]
     fidelity = fidelity_headline(runs)
+    costs = cell_costs(runs) if costs is None else costs
     paying = [pays_sentence(column, host, lengths) for column in recall_points(columns)
-              for host, lengths in sorted(at_lengths([r for r in rows if not r.variant], column,
-                                                     cell_costs(runs)).items())]
+              for host, lengths in sorted(at_lengths([r for r in rows if not r.variant], column, costs).items())]
     summary = [s for s in (*paying, scale_sentence(everyone), paper_scale_sentence(everyone, columns),  # all it ran
                            state_sentence(state_point, states), recipe_sentence(state_point, states),
                            length_gap_sentence(everyone, kernel),
@@ -506,22 +507,16 @@ def pays_sentence(column: Column, host: str, lengths: dict[int, list[AtLength]])
     for c in others:
         loses = stats.clearly_ahead(exact.estimate(), c.estimate())
         memory = c.cost.ratio(INFERENCE, length, "memory")
-        parts.append(f"{c.row.method} {format_accuracy(c)}{' (clearly below)' if loses else ''} at "
+        parts.append(f"{c.row.method} {accuracy_text(c.values)}{' (clearly below)' if loses else ''} at "
                      f"{c.cost.ratio(INFERENCE, length):.2f}× its time" +
                      (f" and {memory:.2f}× its memory" if memory is not None else ""))
     return Sentence("AT_LENGTH", f"At {length:,} tokens on {column.label} ({how}; cost on {host}), exact attention "
-                    f"scores {format_accuracy(exact)}; " + "; ".join(parts) + ".")
+                    f"scores {accuracy_text(exact.values)}; " + "; ".join(parts) + ".")
 
 
 def in_words(names: list[str]) -> str:
     """'a', 'a and b', 'a, b and c'."""
     return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
-
-
-def format_accuracy(cell: AtLength) -> str:
-    estimate = cell.estimate()
-    spread = f" ± {100 * statistics.stdev(estimate.values):.1f}" if len(estimate.values) >= 2 else ""
-    return f"{100 * estimate.mean:.1f}%{spread}"
 
 
 def state_sentence(point: Column | None, groups: list[StateGroup]) -> Sentence | None:
