@@ -317,6 +317,7 @@ def test_a_method_the_registry_lacks_is_refused_naming_the_registered_ones(tmp_p
         board.stages(spec, ("a", "b"))
 
 
+@pytest.mark.slow
 def test_the_board_command_refuses_an_unknown_board_and_prints_a_dry_run():
     def command(*args: str) -> subprocess.CompletedProcess:
         return subprocess.run([sys.executable, "-m", "suite", "board", *args], cwd=REPO, capture_output=True,

@@ -202,7 +202,7 @@ def suite_process(tmp_path: Path, data_dir: Path, results: Path, *args: str, **p
 
 
 @pytest.mark.parametrize("signum, sweep", [
-    (signal.SIGKILL, ()),
+    pytest.param(signal.SIGKILL, (), marks=pytest.mark.slow),
     pytest.param(signal.SIGTERM, (), marks=pytest.mark.slow),
     pytest.param(signal.SIGKILL, ("-m", "hydra/launcher=joblib_local", "hydra.launcher.n_jobs=1"),
                  marks=pytest.mark.slow),

@@ -31,6 +31,7 @@ def test_every_registered_method_and_task_has_a_config_and_back():
     assert sorted(p.stem for p in (REPO / "conf" / "task").glob("*.yaml")) == sorted(tasks.available())
 
 
+@pytest.mark.slow
 def test_smoke_run_writes_exactly_one_complete_record(tmp_path, data_dir):
     results = tmp_path / "results"
     done = cli("method=softmax", "task=listops", "budget=smoke", f"results_dir={results}",

@@ -31,6 +31,7 @@ def by_phase(record: dict) -> dict[str, list[dict]]:
     return {phase: [p for p in points if p["phase"] == phase] for phase in ("train_step", "inference")}
 
 
+@pytest.mark.slow
 def test_cli_smoke_writes_one_record_with_the_step_and_inference_at_every_length(tmp_path, data_dir):
     results = tmp_path / "results"
     env = {**os.environ, "PYTHONPATH": str(REPO), "SUITE_DATA_DIR": str(data_dir),

@@ -189,6 +189,7 @@ def test_running_out_of_memory_is_recorded_as_oom(make_config, monkeypatch, wher
     assert says in record["error"]
 
 
+@pytest.mark.slow
 def test_a_memory_cap_makes_a_job_oom_and_the_multirun_goes_on(tmp_path, data_dir):
     results = tmp_path / "results"
     env = {**os.environ, "SUITE_DATA_DIR": str(data_dir), "SUITE_HYDRA_DIR": str(tmp_path / "hydra")}
@@ -206,6 +207,7 @@ def test_a_memory_cap_makes_a_job_oom_and_the_multirun_goes_on(tmp_path, data_di
     assert found[None]["metrics"]["peak_memory_bytes"] > 1000000  # the second job ran uncapped
 
 
+@pytest.mark.slow
 def test_a_sweep_with_a_refused_job_goes_on_then_exits_2_listing_it(tmp_path, data_dir):
     results = tmp_path / "results"
     env = {**os.environ, "SUITE_DATA_DIR": str(data_dir), "SUITE_HYDRA_DIR": str(tmp_path / "hydra")}

@@ -41,6 +41,7 @@ def measure(method: str, std: float, n: int = 64, queries: int = 32, draws: int 
     return fidelity.measure_cell(modules, synthetic(std, n, sequences), n, queries, seed=0)
 
 
+@pytest.mark.slow
 def test_cli_smoke_writes_a_fidelity_record_for_every_cell(tmp_path, data_dir):
     results = tmp_path / "results"
     done = cli("mode=fidelity", "method=favor", "budget=smoke", f"results_dir={results}", data_dir=data_dir,

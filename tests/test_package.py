@@ -93,6 +93,7 @@ def clean_env(installed: Path, home: Path) -> dict[str, str]:
     return {"PATH": f"{installed / 'bin'}:/usr/bin:/bin", "HOME": str(home), "SUITE_HYDRA_DIR": str(home / "hydra")}
 
 
+@pytest.mark.slow
 def test_the_installed_wheel_runs_the_main_job_and_builds_the_site_outside_the_repository(installed, tmp_path,
                                                                                             data_dir):
     bin_dir = installed / "bin"
@@ -176,6 +177,7 @@ def install_outside(installed: Path, folder: Path, name: str, version: str, pack
     assert done.returncode == 0, done.stderr[-3000:]
 
 
+@pytest.mark.slow
 def test_an_installed_package_s_method_trains_and_its_run_page_says_what_to_install(installed, tmp_path, data_dir):
     """An outside package, built and installed beside the suite's wheel, declares its method by an
     entry point: the console command trains it by name, its record names the package and its

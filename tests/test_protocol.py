@@ -88,6 +88,7 @@ def written(results) -> list:
     return sorted(p for p in results.rglob("*") if p.is_file())
 
 
+@pytest.mark.slow
 def test_lr_sweep_end_to_end_chooses_on_seed_0_then_runs_the_other_seeds_and_resumes(tmp_path, data_dir):
     results = tmp_path / "results"
     done = cli(*SWEEP, f"results_dir={results}", data_dir=data_dir, cwd=tmp_path)
@@ -135,6 +136,7 @@ def test_the_rate_past_an_edge_steps_by_the_edges_ratio(tried, chosen, beyond):
     assert rate_past_edge(tried, chosen) == beyond
 
 
+@pytest.mark.slow
 def test_a_sweep_whose_best_rate_sits_at_an_edge_tries_the_rate_past_it(tmp_path, data_dir):
     """Two rates always leave the best at an edge: the sweep adds the next rate past it (at seed 0),
     at most ``protocol.bracket`` per side, and runs the other seeds at the rate chosen among all."""

@@ -6,6 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import torch
 
 from scripts.recall_probe import nearest_cosine
@@ -20,6 +21,7 @@ def test_nearest_cosine_finds_look_alikes_and_only_them():
     assert torch.allclose(nearest_cosine(twins), torch.tensor([[1.0, 1.0, 0.0]]))
 
 
+@pytest.mark.slow
 def test_the_probe_scores_the_queries_the_run_was_tested_on(tmp_path):
     # The probe re-reads the trained model on the test split: its accuracy over every test query
     # must be the run's own test accuracy, or it is not measuring the model the record describes.

@@ -92,6 +92,7 @@ def test_a_failing_job_is_recorded_and_does_not_raise(make_config, monkeypatch):
     assert "simulated failure" in record["error"]
 
 
+@pytest.mark.slow
 def test_wandb_offline_writes_a_local_run(tmp_path, data_dir):
     wandb_dir = tmp_path / "wandb-runs"
     wandb_dir.mkdir()

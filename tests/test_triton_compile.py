@@ -52,6 +52,7 @@ def check_rows(done: subprocess.CompletedProcess, found: dict, targets: set[str]
     assert {(row["kernel"], row["target"]) for row in rows} == {(k, t) for k in kernels for t in targets}
 
 
+@pytest.mark.slow
 def test_the_representative_subset_compiles_fits_and_does_not_spill(tmp_path):
     done, found = compile_check(tmp_path)
     check_rows(done, found, {f"sm_{c}" for c in triton_compile.SUBSET_TARGETS})

@@ -220,6 +220,7 @@ def test_old_records_lack_a_submissions_provenance_and_are_told_so(tmp_path, cap
     assert any("submission.json: file: missing" in line for line in lines)
 
 
+@pytest.mark.slow
 def test_console_command_and_module_form(tmp_path):
     make_submission(tmp_path / "ok")
     broken = edited(gpu_record(committed_cell()[0], 1), set_at(("env", "git_commit"), OTHER_COMMIT))
@@ -282,6 +283,7 @@ def test_the_workflow_command_fails_a_broken_submission_with_validates_lines(tmp
     assert "validate: 1 problem(s) in 1 file(s) of 3 checked" in done.stderr
 
 
+@pytest.mark.slow
 def test_the_workflow_command_passes_a_valid_submission_and_refuses_edits_to_results(tmp_path):
     done = pull_request(tmp_path / "ok", lambda repo: make_submission(repo / "submissions" / "ada-h100"))
     assert done.returncode == 0, done.stdout + done.stderr
