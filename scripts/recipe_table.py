@@ -11,8 +11,9 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from suite.recipe import one_switch
 from suite.site.board import SUITE_RECIPE, board_columns, board_rows, format_lr
-from suite.site.lead import lead, one_switch
+from suite.site.lead import lead
 from suite.site.runs import load_runs
 
 
@@ -43,7 +44,8 @@ def main() -> None:
         state = cell.median("state_bytes")
         print(f"| {label} | {state / 1024:.1f} KiB | {cell_text(cell)} | "
               + " | ".join(cell_text(c) if c else "–" for c in others) + " |")
-    recipes = [r for r in recipes if one_switch(r) is None]  # a one-switch recipe names what moves a comparison
+    switch = {row.recipe: one_switch(row.example.record["config"]) for row in rows}
+    recipes = [r for r in recipes if switch[r] is None]  # a one-switch recipe names what moves a comparison
     print("\nEqual-state comparisons (EQUAL_STATE, asked again under each recipe: RECIPE):\n")
     print("| state | comparison (recipe=suite) | " + " | ".join(f"recipe={r}" for r in recipes) + " | mark |")
     print("|---|---|" + "---|" * len(recipes) + "---|")

@@ -72,14 +72,25 @@ def of(config: Mapping) -> Mapping[str, Any]:
     return config.get("recipe", SUITE)
 
 
-def label(config: Mapping) -> str:
-    """A run's recipe as the site names it: its name, then each switch set apart from that recipe's
-    own value ('zoology', 'suite, init=zoology'); a record's unknown name or switch is shown as stated."""
+def switched(config: Mapping) -> tuple[str, list[str]]:
+    """A run's recipe name and each switch set apart from that recipe's own value ('init=zoology');
+    a record's unknown name or switch is kept as stated."""
     block = of(config)
     if not isinstance(block, Mapping):
-        return str(block)
+        return str(block), []
     name = str(block.get("name", "suite"))
     own = values(name) if name in RECIPES else {}
-    changed = [f"{k}={block[k]}" for k in sorted(block) if k != "name" and own.get(k, object()) != block[k]]
+    return name, [f"{k}={block[k]}" for k in sorted(block) if k != "name" and own.get(k, object()) != block[k]]
+
+
+def label(config: Mapping) -> str:
+    """A run's recipe as the site names it: its name, then its switches ('zoology', 'suite, init=zoology')."""
+    name, changed = switched(config)
     return ", ".join([name, *changed])
+
+
+def one_switch(config: Mapping) -> str | None:
+    """The switch a run's recipe sets apart from the suite's, where it sets one alone ('init=zoology')."""
+    name, changed = switched(config)
+    return changed[0] if name == "suite" and len(changed) == 1 else None
 

@@ -202,3 +202,12 @@ def test_the_sites_command_reruns_a_recipe_with_a_switch_set(make_config, tmp_pa
     assert "recipe=zoology" in command and "recipe.init=pytorch" in command
     again = with_method_version(composed(command, tmp_path), methods.get("linear"))
     assert records.config_hash(again, "cpu") == records.config_hash(config, "cpu")
+
+
+def test_one_switch_names_the_switch_a_recipe_sets_apart_from_the_suites_alone():
+    one = {"recipe": {**recipe.SUITE, "init": "zoology"}}
+    two = {"recipe": {**recipe.SUITE, "init": "zoology", "qkv": "separate"}}
+    assert recipe.label(one) == "suite, init=zoology" and recipe.one_switch(one) == "init=zoology"
+    assert recipe.one_switch(two) is None and recipe.label(two) == "suite, init=zoology, qkv=separate"
+    assert recipe.one_switch({"recipe": recipe.values("zoology")}) is None  # Zoology's: a recipe of its own
+    assert recipe.one_switch({}) is None and recipe.label({}) == "suite"  # a record before recipes

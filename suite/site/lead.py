@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from suite import board as boards
+from suite import recipe as recipes
 from suite.metrics import format_bytes
 from suite.modes import declared
 from suite.site import known, stats
@@ -435,13 +436,6 @@ def lead_group(rows: list[Row]) -> tuple[str, list[Row]]:
     return f"{budget} budget, {device}", group
 
 
-def one_switch(recipe: str) -> str | None:
-    """The switch a recipe label sets apart from the suite's recipe, where it sets one alone
-    ('suite, init=zoology' -> 'init=zoology')."""
-    parts = recipe.split(", ")
-    return parts[1] if parts[0] == SUITE_RECIPE and len(parts) == 2 else None
-
-
 def lead(rows: list[Row], columns: list[Column], runs: list[Run], costs: dict[str, CellCost] | None = None) -> Lead:
     """The first screen of a board with rows; its figures are for the lead group. It ranks the rows
     of the suite's recipe; the other recipes' rows ask its equal-state comparisons again (RECIPE).
@@ -464,9 +458,10 @@ def lead(rows: list[Row], columns: list[Column], runs: list[Run], costs: dict[st
                 if row.recipe != SUITE_RECIPE and (row.budget, row.device) in hardware and row.tier == "verified":
                     others.setdefault(row.recipe, []).append(row)
             asked = {recipe: ranked(found, state_point) for recipe, found in others.items()}
+            switch = {recipe: recipes.one_switch(found[0].example.record["config"]) for recipe, found in others.items()}
             states = state_groups(ranked(group, state_point),
-                                  {r: found for r, found in asked.items() if one_switch(r) is None},
-                                  {one_switch(r): found for r, found in asked.items() if one_switch(r)})
+                                  {r: found for r, found in asked.items() if switch[r] is None},
+                                  {switch[r]: found for r, found in asked.items() if switch[r]})
             widths = width_groups(ranked(group, state_point))
         groups = by_device_and_budget(rows)
         ordered = [c for t in board_tables(rows, columns) for c in t.columns]  # as the tables show them
