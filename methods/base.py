@@ -237,6 +237,15 @@ class AttentionMethod(nn.Module):
         softmax attention; a method without per-pair weights cannot be compared."""
         raise MethodError(f"{self.name} declares no attention weights (log_weights), so it has no fidelity to measure")
 
+    @staticmethod
+    def causal_log_weights(log_w: torch.Tensor, positions: torch.Tensor | None = None) -> torch.Tensor:
+        """The causal weights from ``log_weights``' non-causal ones (..., Q, N): key j of query i
+        (at ``positions``, None: 0..Q-1) dropped (-inf) where j is after i. A method's causal
+        forward attends with exactly these (the contract kit checks it)."""
+        rows = torch.arange(log_w.shape[-2], device=log_w.device) if positions is None else positions.to(log_w.device)
+        later = torch.arange(log_w.shape[-1], device=log_w.device)[None, :] > rows[:, None]
+        return log_w.masked_fill(later, float("-inf"))
+
     @classmethod
     def capabilities(cls) -> frozenset[str]:
         """The capabilities (``CAPABILITIES``) the class implements: those whose methods it

@@ -324,25 +324,30 @@ DIFFERENCE_STEP, DIFFERENCE_TOLERANCE, DIFFERENCE_DIRECTIONS = 1e-3, 1e-2, 3
 INDEPENDENCE_TOLERANCE = 1e-5
 
 
-def weights_reference(module: AttentionMethod, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
-    """The non-causal output in float64 from the method's own weights (``log_weights``, what the
-    fidelity mode reads): sum_j w_ij v_j / (sum_j w_ij + denominator_eps), each row scaled by its
-    largest weight (the eps alike) so that exp stays in range."""
+def weights_reference(module: AttentionMethod, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+                      causal: bool = False) -> torch.Tensor:
+    """The output in float64 from the method's own weights (``log_weights``, what the fidelity mode
+    reads; causal: ``causal_log_weights`` of them): sum_j w_ij v_j / (sum_j w_ij + denominator_eps),
+    each row scaled by its largest weight (the eps alike) so that exp stays in range."""
     with torch.no_grad():
         log_w = module.log_weights(q, k)
+        log_w = module.causal_log_weights(log_w) if causal else log_w
         shift = log_w.amax(-1, keepdim=True).clamp_min(-1e300)  # a row of zero weights gives 0, never nan
         weights = torch.exp(log_w - shift)
         return weights @ v.double() / (weights.sum(-1, keepdim=True) + module.denominator_eps * torch.exp(-shift))
 
 
 def check_float64_reference(cls: type[AttentionMethod], options: Mapping[str, Any]) -> None:
-    """The naive path's output against the float64 attention of the method's own weights."""
+    """The naive path's output against the float64 attention of the method's own weights, non-causal
+    and causal (its weights with later keys dropped: what the fidelity mode measures of a causal model)."""
     batch, n, d, e = NAIVE_SHAPE
     module = build(cls, options, d)
     q, k, v = (t.detach() for t in random_qkv(batch, n, module.query_key_dim, e, device="cpu"))
-    with torch.no_grad():
-        out = module(q, k, v, causal=False)
-    assert_close("o", weights_reference(module, q, k, v), out, TOLERANCE[torch.float32])
+    for causal in (False, True):
+        with torch.no_grad():
+            out = module(q, k, v, causal=causal)
+        assert_close("o causal" if causal else "o", weights_reference(module, q, k, v, causal), out,
+                     TOLERANCE[torch.float32])
 
 
 def scalar_output(module: AttentionMethod, tensors: list[torch.Tensor], upstream: torch.Tensor, causal: bool):

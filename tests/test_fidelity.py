@@ -20,6 +20,7 @@ from suite.errors import ConfigError
 from suite.modes.common import select_grid
 from suite.modes.fidelity import capture as fidelity_capture
 from suite.modes.fidelity import job as fidelity
+from suite.modes.fidelity.fit import cross_entropy_terms
 from suite.modes.fidelity.measure import ScaledWeights, method_weights, query_errors, scale_rows, scores
 from suite.run import run
 from suite.validate import MARKUP
@@ -138,17 +139,35 @@ def loglinear_with_unequal_levels() -> nn.Module:
     return module
 
 
-@pytest.mark.parametrize("name", ["favor", "taylor", "linear", "loglinear", "softmax"])
-def test_weights_give_each_methods_own_output(name):
+@pytest.mark.parametrize("causal", [False, True], ids=["non-causal", "causal"])
+@pytest.mark.parametrize("name", ["favor", "taylor", "linear", "loglinear", "softmax", "sliding_window"])
+def test_weights_give_each_methods_own_output(name, causal):
+    # Causal: the errors a decoder's capture is measured by are those of the method's own causal forward.
     source = synthetic(1.0, 48)
     q, k, v = source["q"], source["k"], source["v"]
+    options = {"window": 9} if name == "sliding_window" else {}
     module = (loglinear_with_unequal_levels() if name == "loglinear"
-              else methods.build(name, head_dim=HEAD_DIM, impl="naive"))
-    exact = torch.softmax(scores(q, k), -1) @ v.double()
-    own = module(q, k, v, causal=False).double()
+              else methods.build(name, head_dim=HEAD_DIM, impl="naive", **options))
+    positions = torch.arange(48) if causal else None
+    exact = torch.softmax(scores(q, k, positions), -1) @ v.double()
+    own = module(q, k, v, causal=causal).double()
     expected = (own - exact).norm(dim=-1) / exact.norm(dim=-1)
-    measured = query_errors(scores(q, k), v, method_weights(module, q, k, torch.arange(48)))["output_rel_error"]
+    measured = query_errors(scores(q, k, positions), v,
+                            method_weights(module, q, k, torch.arange(48), causal))["output_rel_error"]
     assert torch.allclose(measured, expected, rtol=1e-3, atol=2e-6), (measured - expected).abs().max()
+    if causal:  # the first query sees one key: its normalised weight is exact attention, up to the
+        assert measured[..., 0].max() < 1e-4  # denominator's epsilon against a small weight (favor: 1e-5)
+
+
+def test_causal_rows_fit_softmax_to_its_own_entropy_and_the_first_query_to_zero():
+    source = synthetic(2.0, 32)
+    softmax = methods.build("softmax", head_dim=HEAD_DIM)
+    positions = torch.arange(32)
+    cross, entropy = cross_entropy_terms(softmax, source["q"], source["k"], positions, causal=True)
+    assert torch.allclose(cross, entropy, atol=1e-5)  # softmax's own weights: the floor
+    assert entropy[..., 0].abs().max() < 1e-12  # one key, one certain weight
+    full, _ = cross_entropy_terms(softmax, source["q"], source["k"], positions)
+    assert (full[..., 0] > 0.5).all()  # non-causal, the first query spreads over all 32 keys
 
 
 class OverflowingMap(nn.Module):
@@ -229,6 +248,7 @@ def test_capture_model_is_trained_once_then_loaded(make_config):
     first, _, _ = fidelity_capture.trained_model(cfg, CPU)
     second, data, facts = fidelity_capture.trained_model(cfg, CPU)
     assert not facts["trained_now"] and fidelity_capture.checkpoint_path(cfg, CPU).exists()
+    assert facts["causal"] is False  # ListOps: an encoder, so the record's rows are non-causal
     for (key, a), b in zip(first.state_dict().items(), second.state_dict().values()):
         assert torch.equal(a, b), key
     examples = fidelity_capture.longest_examples(data.test, 2)
@@ -254,6 +274,7 @@ def test_a_cpu_board_recall_point_has_a_grid_that_captures_from_its_own_model(tm
                      "num_test": 16, "checkpoint_every": None}
     model, data, facts = fidelity_capture.trained_model(cfg, CPU)
     assert facts["baseline_accuracy"] == pytest.approx(1 / 16)
+    assert facts["causal"] is True  # MQAR: a decoder, so the record's rows are causal
     examples = fidelity_capture.longest_examples(data.test, 2)
     [(q, k, v)] = fidelity_capture.attention_inputs(model, examples, CPU)  # hybrid: conv, then one attention layer
     assert q.shape == k.shape == v.shape == (2, 1, 64, 64)

@@ -71,7 +71,7 @@ def trained_model(cfg: Mapping, device: torch.device) -> tuple[nn.Module, object
         write_atomically(path, lambda tmp: torch.save(payload, tmp))
         trained_now = True
     facts = {"checkpoint": path.name, "trained_now": trained_now, "test_accuracy": payload["test_accuracy"],
-             "steps": payload["steps"], "baseline_accuracy": data.baseline}
+             "steps": payload["steps"], "baseline_accuracy": data.baseline, "causal": isinstance(model, Decoder)}
     return model.eval(), data, facts
 
 

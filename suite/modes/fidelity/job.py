@@ -3,7 +3,8 @@ denominator first (attention is a kernel smoother; a wrong normaliser rescales t
 
 For every input source (synthetic q, k, v at a grid of score temperatures, and q, k, v captured
 from a softmax model trained on the run's task), sequence length N and feature size d_phi, the job
-measures per query, against float64 exact attention over all N keys (non-causal): the denominator's
+measures per query, against float64 exact attention over all N keys (over keys 0..i for query i
+where the captured model is a decoder: causal, as it attended in training): the denominator's
 relative error, the numerator's, the output's, the total variation of the attention row, and the
 output error with only the numerator or only the denominator approximated. Each is summarised by
 mean, median, p95 and max over queries, beside the FLOPs and memory of the linear form and of exact
@@ -103,10 +104,10 @@ def feature_size(module: methods.AttentionMethod) -> int | None:
 
 @torch.no_grad()
 def measure_cell(modules: list[torch.nn.Module], source: Mapping, n: int, queries: int, seed: int,
-                 candidates: torch.Tensor | None = None) -> dict:
+                 candidates: torch.Tensor | None = None, causal: bool = False) -> dict:
     """Errors of the method over the first ``n`` tokens of ``source``: ``queries`` sampled queries
     per sequence and head (among the positions ``candidates`` below n; None: any), against all
-    ``n`` keys, pooled over sequences, heads and draws."""
+    ``n`` keys (causal: those up to the query), pooled over sequences, heads and draws."""
     q, k, v = (source[key][..., :n, :] for key in ("q", "k", "v"))
     generator = torch.Generator().manual_seed(seed + n)
     pool = torch.arange(n) if candidates is None else candidates[candidates < n]
@@ -116,9 +117,9 @@ def measure_cell(modules: list[torch.nn.Module], source: Mapping, n: int, querie
     for module in modules:
         for b in range(q.shape[0]):  # one sequence at a time: bounded memory for large d_phi
             q_b, k_b, v_b = q[b : b + 1], k[b : b + 1], v[b : b + 1]
-            s = scores(q_b[..., index, :], k_b)
-            score_var.append(s.var().reshape(1))
-            errors = query_errors(s, v_b, method_weights(module, q_b, k_b, index))
+            s = scores(q_b[..., index, :], k_b, index if causal else None)
+            score_var.append(s[torch.isfinite(s)].var().reshape(1))
+            errors = query_errors(s, v_b, method_weights(module, q_b, k_b, index, causal))
             for name, value in errors.items():
                 pooled.setdefault(name, []).append(value.flatten())
     flat = {name: torch.cat(values) for name, values in pooled.items()}
@@ -131,16 +132,16 @@ def measure_cell(modules: list[torch.nn.Module], source: Mapping, n: int, querie
     return cell
 
 
-def cost_fields(module: methods.AttentionMethod, n: int, d: int, e: int) -> dict:
-    """FLOPs and memory of exact attention at this N beside the method's (non-causal, one sequence
-    and head), as the methods declare them: FLOPs of the matrix products their CPU implementation
-    runs; memory of the score matrix, or of the features and the state."""
+def cost_fields(module: methods.AttentionMethod, n: int, d: int, e: int, causal: bool = False) -> dict:
+    """FLOPs and memory of exact attention at this N beside the method's (one sequence and head, causal
+    or not as the errors were measured), as the methods declare them: FLOPs of the matrix products
+    their CPU implementation runs; memory of the score matrix, or of the features and the state."""
     reference = methods.build(REFERENCE, head_dim=d)
-    exact = round(reference.forward_flops(1, 1, n, e, causal=False, impl="naive"))
+    exact = round(reference.forward_flops(1, 1, n, e, causal=causal, impl="naive"))
     fields = {"exact_attention_flops": exact, "exact_attention_memory_bytes": FLOAT32_BYTES * n * n}
     features = module.resolved_options().get("num_features")
     if features and {"flops", "recurrent"} <= module.capabilities():  # a linear form: features and a state
-        flops = round(module.forward_flops(1, 1, n, e, causal=False, impl=module.cpu_default))
+        flops = round(module.forward_flops(1, 1, n, e, causal=causal, impl=module.cpu_default))
         fields.update(kernelized_flops=flops, flops_vs_exact=flops / exact,
                       kernelized_memory_bytes=FLOAT32_BYTES * 2 * n * features + module.state_bytes(1, 1, n, e))
     return fields
@@ -172,23 +173,23 @@ def fit_settings(method: Mapping, grid: Mapping) -> Mapping | None:
 
 
 def fitted_modules(modules: list[torch.nn.Module], source: Mapping, settings: Mapping,
-                   seed: int) -> tuple[list[torch.nn.Module], list[dict]]:
+                   seed: int, causal: bool = False) -> tuple[list[torch.nn.Module], list[dict]]:
     """Copies of ``modules`` fitted on the source's fitting queries, and each fit's facts."""
     fitted = [copy.deepcopy(module) for module in modules]
     facts = [fit_to_softmax(module, source["q"], source["k"], source["fit_queries"], source["held_out"],
-                            settings, seed) for module in fitted]
+                            settings, seed, causal) for module in fitted]
     return fitted, facts
 
 
 def measured_point(label: str, modules: list[torch.nn.Module], source: Mapping, n: int, variant: Mapping,
-                   grid: Mapping, seed: int) -> dict:
+                   grid: Mapping, seed: int, causal: bool = False) -> dict:
     """One point: the cell's identity, its errors (on the source's held-out queries, if it has
     them) and its costs."""
     point = {"method": label, "source": source["name"], "source_kind": source["kind"],
              "nominal_score_std": source["nominal_score_std"], "seq_len": n, "d_phi": feature_size(modules[0]),
              "variant": dict(variant), "draws": len(modules)}
-    point.update(measure_cell(modules, source, n, grid["queries"], seed, source.get("held_out")))
-    point.update(cost_fields(modules[0], n, source["q"].shape[-1], source["v"].shape[-1]))
+    point.update(measure_cell(modules, source, n, grid["queries"], seed, source.get("held_out"), causal))
+    point.update(cost_fields(modules[0], n, source["q"].shape[-1], source["v"].shape[-1], causal))
     return point
 
 
@@ -219,6 +220,8 @@ def job(config: Mapping, device: torch.device, config_hash: str) -> JobResult:
         for source in captured if "fit" in grid else []:
             source["fit_queries"], source["held_out"] = split_queries(source["q"].shape[2], seed)
         sources += captured
+    # A decoder attended to keys 0..i only: every source is then measured on those rows, one way per record.
+    causal = bool(capture and capture.get("causal"))
 
     points, skipped, resolved, fits = [], [], [], {}
     cells = [(s, n, v) for s in sources for n in grid["seq_lens"] for v in variants]
@@ -232,20 +235,20 @@ def job(config: Mapping, device: torch.device, config_hash: str) -> JobResult:
         modules = build_modules(method, variant, head_dim, grid["feature_draws"], device, seed)
         if modules[0].resolved_options() not in resolved:
             resolved.append(modules[0].resolved_options())
-        points.append(measured_point(method["name"], modules, source, n, variant, grid, seed))
+        points.append(measured_point(method["name"], modules, source, n, variant, grid, seed, causal))
         if held_out is not None and fit is not None and fit["steps"]:
             key = (source["name"], json.dumps(variant, sort_keys=True))
             if key not in fits:  # one fit per source and map, at the source's whole length
-                fits[key] = fitted_modules(modules, source, fit, seed)
+                fits[key] = fitted_modules(modules, source, fit, seed, causal)
             fitted, facts = fits[key]
-            points.append({**measured_point(f"{method['name']} fitted", fitted, source, n, variant, grid, seed),
+            points.append({**measured_point(f"{method['name']} fitted", fitted, source, n, variant, grid, seed, causal),
                            "fit": facts})
 
     task = {"name": record_task(config), "seq_len": max(grid["seq_lens"]),
-            "head_dim": head_dim, "sources": [s["name"] for s in sources], "causal": False,
+            "head_dim": head_dim, "sources": [s["name"] for s in sources], "causal": causal,
             "capture_model": capture}
     metrics = {"points": points, "denominator_error_slopes": slopes(points), "skipped": skipped,
-               "causal": False, "note": methods.get(method["name"]).fidelity_note}
+               "causal": causal, "note": methods.get(method["name"]).fidelity_note}
     return JobResult(kind=config["mode"]["name"], outcome=Outcome(metrics=metrics), task=task,
                      resolved={"variants": resolved})
 
@@ -258,8 +261,9 @@ def summary(record: Mapping) -> str:
     lines = heading(record, f"{record['method']['name']}: fidelity to exact softmax attention")
     if record["error"]:
         return "\n".join(lines + error_lines(record))
-    lines.append("non-causal: every query sees all N keys; errors are mean (p95) over queries, relative "
-                 "to exact float64 attention")
+    seen = ("causal (the captured model is a decoder): query i sees keys 0..i" if m.get("causal") else
+            "non-causal: every query sees all N keys")
+    lines.append(f"{seen}; errors are mean (p95) over queries, relative to exact float64 attention")
     lines += table(m["points"])
     for slope in m.get("denominator_error_slopes", []):
         value = slope["denominator_error_slope"]

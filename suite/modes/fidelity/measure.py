@@ -2,8 +2,8 @@
 
 Attention is a kernel smoother: o_i = N_i / D_i with numerator N_i = sum_j k(q_i,k_j) v_j and
 denominator D_i = sum_j k(q_i,k_j), k = exp(q.k/sqrt(D)). A method replaces k by its own weights
-w_ij (phi(q_i).phi(k_j) for the kernelized methods). Everything here is non-causal: every query
-sees all N keys.
+w_ij (phi(q_i).phi(k_j) for the kernelized methods). Non-causal, every query sees all N keys; causal
+(the captured model is a decoder), query i sees keys 0..i, on both sides.
 
 The exact side is computed in float64 through log-sum-exp, so the reference is never the error.
 The method's weights are kept as a row-scaled matrix times exp(log scale) per query, so sums that
@@ -16,6 +16,8 @@ import math
 from dataclasses import dataclass
 
 import torch
+
+from methods.base import AttentionMethod
 
 # The per-query errors, in the order tables print them: the denominator first.
 ERROR_NAMES = (
@@ -52,18 +54,22 @@ def scale_rows(weights: torch.Tensor, eps: float = 0.0) -> ScaledWeights:
     return ScaledWeights(weights / divisor.unsqueeze(-1), log_scale, eps)
 
 
-def scores(q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
-    """s_ij = q_i.k_j / sqrt(D) in float64: (..., Q, N)."""
-    return q.double() @ k.double().transpose(-1, -2) / math.sqrt(q.shape[-1])
+def scores(q: torch.Tensor, k: torch.Tensor, positions: torch.Tensor | None = None) -> torch.Tensor:
+    """s_ij = q_i.k_j / sqrt(D) in float64: (..., Q, N); with the queries' ``positions``, causal:
+    -inf where key j is after query i."""
+    s = q.double() @ k.double().transpose(-1, -2) / math.sqrt(q.shape[-1])
+    return s if positions is None else AttentionMethod.causal_log_weights(s, positions)
 
 
 def method_weights(module: torch.nn.Module, q: torch.Tensor, k: torch.Tensor,
-                   query_index: torch.Tensor) -> ScaledWeights:
+                   query_index: torch.Tensor, causal: bool = False) -> ScaledWeights:
     """The weights the method gives the selected queries: q, k (B, H, N, D), query_index (Q,) ->
     (B, H, Q, N) rows of max 1 and their log scales, from the method's own ``log_weights`` (its
-    float32 computation; the exact reference's errors are then float32 rounding) and its
-    denominator epsilon. A row whose weights overflowed float32 keeps its inf (excluded later)."""
+    float32 computation; the exact reference's errors are then float32 rounding; causal: its
+    ``causal_log_weights``) and its denominator epsilon. A row whose weights overflowed float32
+    keeps its inf (excluded later)."""
     log_w = module.log_weights(q[..., query_index, :], k, positions=query_index)
+    log_w = module.causal_log_weights(log_w, query_index) if causal else log_w
     peak = log_w.amax(-1)
     usable = torch.isfinite(peak)
     shift = torch.where(usable, peak, torch.zeros_like(peak))
