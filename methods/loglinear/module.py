@@ -57,9 +57,9 @@ class LogLinearAttention(AttentionMethod):
     cpu_default = "chunk"
     denominator_eps = DENOMINATOR_EPS
     denominator_estimates_softmax = False  # elu(x)+1 sums another kernel: no estimate of exp's sum
-    fidelity_note = ("log-linear attention with lambda = 1 as initialised equals (non-causal) linear attention "
-                     "with elu(x)+1: it estimates a different kernel than exp (see linear); TV and output error "
-                     "are the comparable columns.")
+    fidelity_note = ("log-linear attention with lambda = 1 as initialised equals linear attention with "
+                     "elu(x)+1, causal or not: it estimates a different kernel than exp (see linear); TV and "
+                     "output error are the comparable columns.")
 
     def log_weights(self, q, k, positions=None):
         """log(phi(q) . phi(k)) plus log lambda_i at the level of each key; non-causal levels: the
