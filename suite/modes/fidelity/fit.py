@@ -16,7 +16,7 @@ from collections.abc import Mapping
 
 import torch
 
-from suite.modes.fidelity.measure import scores
+from suite.modes.fidelity.measure import own_log_weights, scores
 
 # Queries scored at once when a cross-entropy is only evaluated: bounds the (B, H, Q, N) rows held.
 EVAL_QUERIES = 256
@@ -38,8 +38,7 @@ def cross_entropy_terms(module: torch.nn.Module, q: torch.Tensor, k: torch.Tenso
     keys; both (B,H,Q)."""
     positions = positions.to(q.device)
     target = torch.softmax(scores(q[..., positions, :], k, positions if causal else None), -1)
-    log_w = module.log_weights(q[..., positions, :], k, positions=positions)
-    log_weights = torch.log_softmax(module.causal_log_weights(log_w, positions) if causal else log_w, -1)
+    log_weights = torch.log_softmax(own_log_weights(module, q[..., positions, :], k, positions, causal), -1)
     # A zero target contributes nothing, even where the method's weight is 0 (0 * -inf).
     present = target > 0
     cross = -torch.where(present, target * log_weights, torch.zeros_like(target)).sum(-1)

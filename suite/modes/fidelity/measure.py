@@ -61,6 +61,14 @@ def scores(q: torch.Tensor, k: torch.Tensor, positions: torch.Tensor | None = No
     return s if positions is None else AttentionMethod.causal_log_weights(s, positions)
 
 
+def own_log_weights(module: torch.nn.Module, q: torch.Tensor, k: torch.Tensor, positions: torch.Tensor,
+                    causal: bool = False) -> torch.Tensor:
+    """The method's ``log_weights`` for queries q (B, H, Q, D) at ``positions`` (Q,) of the sequence
+    against every key of k, or (causal) its ``causal_log_weights``: (B, H, Q, N) float64."""
+    log_w = module.log_weights(q, k, positions=positions)
+    return module.causal_log_weights(log_w, positions) if causal else log_w
+
+
 def method_weights(module: torch.nn.Module, q: torch.Tensor, k: torch.Tensor,
                    query_index: torch.Tensor, causal: bool = False) -> ScaledWeights:
     """The weights the method gives the selected queries: q, k (B, H, N, D), query_index (Q,) ->
@@ -68,8 +76,7 @@ def method_weights(module: torch.nn.Module, q: torch.Tensor, k: torch.Tensor,
     float32 computation; the exact reference's errors are then float32 rounding; causal: its
     ``causal_log_weights``) and its denominator epsilon. A row whose weights overflowed float32
     keeps its inf (excluded later)."""
-    log_w = module.log_weights(q[..., query_index, :], k, positions=query_index)
-    log_w = module.causal_log_weights(log_w, query_index) if causal else log_w
+    log_w = own_log_weights(module, q[..., query_index, :], k, query_index, causal)
     peak = log_w.amax(-1)
     usable = torch.isfinite(peak)
     shift = torch.where(usable, peak, torch.zeros_like(peak))
