@@ -47,7 +47,7 @@ COST_PIN_FILE = Path("cost") / records.PIN_FILE  # and the commit its cost runs 
 REQUIRED = ("points", "budget", "protocol")
 OPTIONAL = {"state_point": None, "point_group": "point", "methods": "all", "exclude": [], "first": [],
             "state_axes": {}, "default_states": True, "recipes": [], "pinned": False, "launcher": "basic",
-            "overrides": [], "families": {}, "folder": None, "pilots": None}
+            "overrides": [], "families": {}, "folder": None, "pilots": None, "train_timings": True}
 FOLDER_NAME = re.compile(r"[a-z][a-z0-9_]*")  # a board's own folder of records, under the results folder
 # A family of tasks (the site's tables): its tasks, its table's title, what its figures call its
 # points, and which of the board's own figures it gets (recall: accuracy against pairs, state size
@@ -81,6 +81,7 @@ class Board:
     families: dict[str, dict]
     folder: str | None = None  # its records' own folder under the results folder (its own pin); None: the top
     pilots: dict[str, dict] | None = None  # point -> {passed, note}: each point's pilot, where the board asks one
+    train_timings: bool = True  # false: its training runs' speed and memory are no cost figures (--cost gives them)
 
 
 def names() -> list[str]:
@@ -155,6 +156,9 @@ def load(spec: str | Path) -> Board:
     if folder is not None and not (isinstance(folder, str) and FOLDER_NAME.fullmatch(folder)):
         raise BoardError(f"{where}: folder={folder!r}: expected a name matching {FOLDER_NAME.pattern} "
                          "(a folder under the results folder)")
+    if not isinstance(values["train_timings"], bool) or not (values["train_timings"] or folder):
+        raise BoardError(f"{where}: train_timings={values['train_timings']!r}: expected true, or false with a folder "
+                         "(the site knows the board's records by their folder)")
     pilots = values["pilots"]
     if pilots is not None:
         if not isinstance(pilots, dict) or any(
@@ -165,7 +169,8 @@ def load(spec: str | Path) -> Board:
     return Board(path.stem, points, str(values["budget"]), dict(protocol), values["state_point"],
                  values["point_group"], methods, list(values["exclude"]), list(values["first"]), axes,
                  bool(values["default_states"]), list(recipes), bool(values["pinned"]), values["launcher"],
-                 list(values["overrides"]), dict(families), folder, None if pilots is None else dict(pilots))
+                 list(values["overrides"]), dict(families), folder, None if pilots is None else dict(pilots),
+                 values["train_timings"])
 
 
 def point_problems(board: Board, conf_dir: Path) -> list[str]:
@@ -311,6 +316,13 @@ def smaller_states() -> dict[str, dict[str, set]]:
         for method, (key, values) in load(name).state_axes.items():
             found.setdefault(method, {}).setdefault(key.rsplit(".", 1)[-1], set()).update(map(repr, values))
     return found
+
+
+@functools.cache  # read per run by the site
+def untimed_folders() -> frozenset[str]:
+    """The folders (under the results folder) of the boards whose training runs' speed and memory
+    are no cost figures (``train_timings: false``): their cost comes from their --cost records."""
+    return frozenset(b.folder for b in map(load, names()) if not b.train_timings and b.folder)
 
 
 @functools.cache  # read per board run by the site

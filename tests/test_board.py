@@ -271,6 +271,8 @@ def test_a_bad_board_file_is_refused_in_one_line(tmp_path, keys, said):
 @pytest.mark.parametrize(("keys", "said"), [
     ({"folder": "../up"}, "folder='../up': expected a name matching"),
     ({"pilots": {"p1": {"passed": "yes"}}}, "pilots={'p1': {'passed': 'yes'}}: expected, per point"),
+    ({"train_timings": False}, "train_timings=False: expected true, or false with a folder"),
+    ({"train_timings": "no", "folder": "long"}, "train_timings='no': expected true, or false with a folder"),
 ])
 def test_a_bad_folder_or_pilot_is_refused_in_one_line(tmp_path, keys, said):
     with pytest.raises(board.BoardError) as caught:
@@ -364,6 +366,11 @@ def test_a_board_file_runs_its_multiruns_and_resumes(tmp_path, data_dir):
 
 
 # -- the site reads the board files' families ----------------------------------------------------------
+
+def test_only_the_long_boards_training_runs_time_nothing():
+    assert board.untimed_folders() == {"long"}  # long.yaml: train_timings false; its cost is --cost's
+    assert board.load("long").train_timings is False and board.load("cpu").train_timings is True
+
 
 def test_the_sites_families_and_recall_figures_are_the_board_files():
     from suite.site import board as site_board

@@ -525,3 +525,29 @@ def test_a_baseline_the_records_agree_on_is_per_task_data_the_budgets_split_size
     [problem] = problems
     assert "'metrics.baseline_accuracy' is 0.9, not its task's 0.5 (from the verified records' of the same task " \
            "data)" in problem
+
+
+def test_a_long_boards_point_is_not_joined_to_the_pairs_line_and_its_runs_time_nothing(tmp_path, monkeypatch):
+    # The long board's records (under results/long/) trained under another budget, and its board
+    # declares their timings none (train_timings: false): they were taken beside other jobs.
+    from suite import board
+
+    monkeypatch.setattr(board, "untimed_folders", lambda: frozenset({"long"}))
+    for record in [train(m, seq_len=256, pairs=64, max_steps=4000, seed=s, test=0.8 - 0.1 * i, tokens=5000.0,
+                         memory=2**32) for i, m in enumerate(("softmax", "linear")) for s in range(3)]:
+        write_record(record, tmp_path / "results" / "long")
+    page = build(tmp_path, mqar_board(["softmax", "linear"]))
+    rows = board_rows(load_runs(tmp_path / "results")[0])
+    figures = board_figures(rows, board_columns(rows))
+    (pairs,) = [f for f in figures if "vs key-value pairs" in f.title]
+    assert {r["x"] for r in rows_of(pairs)} == {4, 8, 16}  # 64 pairs, trained for 4,000 steps, is apart
+    assert "not joined to 256·64, trained under another budget, vocabulary or training mix" in pairs.caption
+    throughput = [f for f in figures if "vs train throughput" in f.title and f.title.startswith("MQAR")]
+    assert throughput and all("256·64" not in r["tip"] for f in throughput for r in rows_of(f))
+    cost = row_html(page, "softmax", "cost")
+    assert "speed and memory: its idle-host cost record" in cost and "5,000 tok/s" not in cost
+    assert "1,000 tok/s" in cost and "4.0 GiB" not in cost  # the CPU board's cells keep their runs' timings
+    cells = list(csv.DictReader((tmp_path / "out" / "cells.csv").open()))
+    long = [c for c in cells if c["seq_len"] == "256"]
+    assert len(long) == 2 and all(c["train_tokens_per_s"] == "" and c["peak_memory_bytes"] == "" for c in long)
+    assert all(c["train_tokens_per_s"] == "1000.0" for c in cells if c["seq_len"] == "64")

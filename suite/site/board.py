@@ -71,6 +71,11 @@ HARDWARE_RULE = (
 # above the built run). Records before it name the whole process's peak (process_peak_rss): the
 # runtime's footprint, which hides a method's cost, so it is never put on a memory axis.
 OWN_MEMORY = ("cuda_allocator", "rss_high_water_mark_above_built_run")
+# A training run's speed and memory: shown as cost only where the run's board lets them stand (Run.timed).
+TIMINGS = ("train_tokens_per_s", "median_step_time_s", "peak_memory_bytes", "wall_time_s")
+UNTIMED = ("Its board's training runs shared the machine, and their peak memory spans the evaluations at longer "
+           "lengths: their speed and memory are no cost figures. The cell's cost is its configuration's mode=cost "
+           "record, measured on an idle host (the accuracy-against-cost figures, cells.csv).")
 
 
 def format_lr(lr: float) -> str:
@@ -147,8 +152,9 @@ class Cell:
     disputed: list[Run] = field(default_factory=list)  # its submitted runs that disagree with a verified record
 
     def values(self, metric: str = ACCURACY.name) -> list[float]:
-        """``metric`` of the runs that finished ok and hold a number for it (one per seed)."""
-        values = (r.metric(metric) for r in self.runs if r.status == "ok")
+        """``metric`` of the runs that finished ok and hold a number for it (one per seed); a timing
+        (TIMINGS) only of runs whose timings stand as cost (Run.timed)."""
+        values = (r.metric(metric) for r in self.runs if r.status == "ok" and (r.timed or metric not in TIMINGS))
         return [v for v in values if v is not None]
 
     def mean(self, metric: str = ACCURACY.name) -> float | None:
@@ -260,12 +266,16 @@ class Cell:
         return [(r.seed, r.metric("best_step")) for r in self.runs
                 if r.status == "ok" and r.metric("best_step") is not None]
 
+    def untimed(self) -> bool:
+        """Whether its runs' speed and memory are no cost figures (Run.timed): its cost is its --cost record's."""
+        return any(r.status == "ok" and not r.timed for r in self.runs)
+
     def memory(self, own: bool = True) -> tuple[float | None, str | None]:
         """Median peak memory of the averaged runs and what it measured: the run's own memory
         (OWN_MEMORY) when any run recorded it; with ``own`` false, else the older figures (the
         whole process's peak), so that a table can show them, marked."""
         by_source: dict[str | None, list[float]] = {}
-        for run in (r for r in self.runs if r.status == "ok" and r.metric("peak_memory_bytes") is not None):
+        for run in (r for r in self.runs if r.status == "ok" and r.timed and r.metric("peak_memory_bytes") is not None):
             by_source.setdefault(run.metric("peak_memory_source"), []).append(run.metric("peak_memory_bytes"))
         for source in OWN_MEMORY + (() if own else tuple(sorted(by_source, key=str))):
             if by_source.get(source):

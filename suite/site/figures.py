@@ -396,11 +396,41 @@ def recall_figures(rows: list[Row], columns: list[Column], where: str) -> list[F
     return figures
 
 
+# What a recall point's models learned from beyond its length and pairs: a line across the pairs
+# joins only points trained alike, since a longer budget or another vocabulary moves accuracy too.
+TRAINING_SETUP = (("budget", "max_steps"), ("budget", "batch_size"), ("budget", "target_val_accuracy"),
+                  ("task", "vocab_size"), ("task", "train_mix"))
+
+
+def training_setup(rows: list[Row], column: Column) -> tuple:
+    """The TRAINING_SETUP values of the column's runs (each distinct value set once, in order)."""
+    found = []
+    for row in rows:
+        cell = row.cells.get(column)
+        for run in cell.runs if cell else ():
+            config = run.record.get("config") or {}
+            setup = tuple(repr((config.get(group) or {}).get(key)) for group, key in TRAINING_SETUP)
+            if setup not in found:
+                found.append(setup)
+    return tuple(found)
+
+
+def point_names(points: list[Column]) -> list[str]:
+    return [f"{c.seq_len}·{c.num_kv_pairs}" for c in points]
+
+
 def family_recall_figures(label: str, columns: list[Column], rows: list[Row], where: str) -> list[Figure]:
+    """One figure per model and training setup whose points hold more than one number of pairs."""
     figures = []
     recall = sorted((c for c in columns if c.recall), key=lambda c: (c.num_kv_pairs, c.seq_len))
-    for model in sorted({c.model or "" for c in recall}):
-        points = [c for c in recall if (c.model or "") == model]
+    groups: dict[tuple, list[Column]] = {}
+    for column in recall:
+        groups.setdefault((column.model or "", training_setup(rows, column)), []).append(column)
+    lines = {key: points for key, points in sorted(groups.items(), key=lambda kv: (kv[0][0], kv[1][0].sort_key()))
+             if len({c.num_kv_pairs for c in points}) > 1}  # one pairs value: its length figure and cells show it
+    for (model, _), points in lines.items():
+        named = "" if sum(m == model for m, _ in lines) == 1 else f" ({', '.join(point_names(points))})"
+        apart = [c for c in recall if (c.model or "") == model and c not in points]
         one_per_x = len({c.num_kv_pairs for c in points}) == len(points)  # else a line would zigzag
         data = [cell_row(row.method, column.num_kv_pairs, f"{column.num_kv_pairs} pairs", row.cells[column],
                          column.label) for row in rows for column in points
@@ -408,9 +438,11 @@ def family_recall_figures(label: str, columns: list[Column], rows: list[Row], wh
         if not data:
             continue
         on = f" on the {model} model" if model else ""
-        title = f"{label}: {ACCURACY.label} vs key-value pairs{on}, {where}"
+        title = f"{label}: {ACCURACY.label} vs key-value pairs{on}{named}, {where}"
         caption = (f"{ACCURACY.label} on {label} against the number of key-value pairs to recall{on} ({where}); "
-                   f"board points (length·pairs): {', '.join(f'{c.seq_len}·{c.num_kv_pairs}' for c in points)}. "
+                   f"board points (length·pairs): {', '.join(point_names(points))}"
+                   + (f"; not joined to {', '.join(point_names(apart))}, trained under another budget, "
+                      "vocabulary or training mix" if apart else "") + ". "
                    f"Band: ± one standard deviation over seeds. {HOLLOW} {BASELINE} {LEGEND}")
         found = column_baselines(rows)
         floor = {c.num_kv_pairs: found[c] for c in points if c in found}  # 1 / pairs: one per x
@@ -461,11 +493,13 @@ def cost_figures(rows: list[Row], columns: list[Column], where: str) -> list[Fig
     figures = []
     for label, group in (g for g in groups if g[1]):
         data = []
+        shown = []  # the points with a timed cell (Cell.values: a board's runs may time nothing)
         for row in rows:
             for column in group:
                 cell = row.cells.get(column)
                 tokens = cell.median(speed.name) if cell else None
                 if tokens and cell.mean() is not None:
+                    shown += [column] if column not in shown else []
                     memory = cell.memory()[0]
                     point = cell_row(row.method, tokens, f"{format_value(speed, tokens)} tok/s", cell, column.label,
                                      size=memory or 0)
@@ -475,6 +509,7 @@ def cost_figures(rows: list[Row], columns: list[Column], where: str) -> list[Fig
         if not data:
             continue
         largest = max((r["size"] for r in data), default=0)
+        group = [c for c in group if c in shown]
         name = group[0].label if len(group) == 1 else label
         title = f"{name}: {ACCURACY.label} vs train throughput, {where}"
         sizes = (f"largest: {format_bytes(largest)}" if largest

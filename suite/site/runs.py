@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import tasks
+from suite import board as boards
 from suite import modes, recipe, records
 from suite.metrics import Metric
 from suite.record_store import iter_loaded
@@ -58,6 +59,13 @@ class Run:
             return str(env.device_name)
         model = env.hardware.device_model if env.hardware else None
         return str(model or env.device_name or env.device or "not recorded")
+
+    @property
+    def timed(self) -> bool:
+        """Whether its speed and memory may stand as cost figures: not for the project's runs of a
+        board that declares its training runs' timings none (suite.board.untimed_folders)."""
+        folder = self.source.parts[0] if self.source.parts else None
+        return not (self.tier == "verified" and folder in boards.untimed_folders())
 
     @property
     def added(self) -> str:
