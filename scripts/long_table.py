@@ -3,6 +3,8 @@ code: per method at its default state, the chosen rate, test accuracy at the tra
 sd over seeds), steps to the target where every seed reached it, the accuracy at each longer length
 it was tested at, and, where its configuration has a cost record, inference time and peak memory
 relative to exact attention's at each length (same host and commit; suite/site/costs.py). Then the
+wall time its training runs took (issue 43, item 6: every ok run of the sweeps, the rates the protocol
+tried and the seeds; their sum, and half of it, the wall time of two jobs that never wait), and the
 lead's AT_LENGTH sentence as the site states it.
 
     python scripts/long_table.py [--results results]
@@ -24,6 +26,26 @@ def spread_text(values: list[float], scale: float = 100.0, digits: int = 1) -> s
     mean = statistics.fmean(values)
     spread = f" ± {scale * statistics.stdev(values):.{digits}f}" if len(values) >= 2 else ""
     return f"{scale * mean:.{digits}f}{spread}"
+
+
+def wall_time_text(runs) -> str:
+    """The board's training time from its ok train records, per method and in all (hours). A run's
+    ``wall_time_s`` is its last process's (a run resumed from a checkpoint counts from the resume), its
+    ``train_wall_time_s`` the training loop's across resumes: the larger of the two, so a resumed run
+    misses only its setup and the evaluations before the stop."""
+    hours: dict[str, list[float]] = {}
+    for run in runs:
+        record = run.record
+        if run.tier == "verified" and record["kind"] == "train" and record["status"] == "ok":
+            metrics = record["metrics"]
+            seconds = max(metrics.get("wall_time_s", 0.0), metrics.get("train_wall_time_s", 0.0))
+            hours.setdefault(record["method"]["name"], []).append(seconds / 3600)
+    if not hours:
+        return "No training records yet."
+    total = sum(sum(h) for h in hours.values())
+    each = ", ".join(f"{name} {len(h)} runs {sum(h):.1f} h" for name, h in sorted(hours.items()))
+    return (f"Wall time of the training runs ({sum(len(h) for h in hours.values())} ok runs, every rate tried "
+            f"and every seed): {total:.1f} h in all, {total / 2:.1f} h as two one-thread jobs; {each}.")
 
 
 def main() -> None:
@@ -70,6 +92,7 @@ def main() -> None:
             print(f"| {row.method} | {ratio(c, TRAIN_STEP, trained) if trained else '–'} | "
                   + " | ".join(f"{ratio(c, INFERENCE, n)} / {ratio(c, INFERENCE, n, 'memory')}" for n in every)
                   + " |")
+    print(f"\n{wall_time_text(runs)}")
     for sentence in lead(rows, columns, runs).summary:
         if sentence.rule == "AT_LENGTH":
             print(f"\nAT_LENGTH: {sentence.text}")
