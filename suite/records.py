@@ -202,6 +202,25 @@ def train_problems(record: Mapping) -> list[tuple[str, str]]:
     return problems
 
 
+THREADS = re.compile(r"\(\d+ threads\)$")  # the end of a CPU's env.device_name: "AMD EPYC (1 threads)"
+
+
+def hardware_class(record: Mapping) -> str:
+    """The machine's class of a record: the device's model (a GPU's name; a CPU's model with the
+    threads the run used, as env.device_name states them: 'AMD EPYC (1 threads)'); speed and memory
+    compare only between runs of one hardware class, and a board cell's runs share one. A CPU record
+    with env.hardware names the same class as one without, so one machine is never two hosts."""
+    env = record.get("env") or {}
+    if env.get("device") == "cpu" and env.get("device_name"):
+        # Records before a3321d7 named the launching process's threads; the run's own are in its record.
+        threads = (record.get("metrics") or {}).get("cpu_threads") or (record.get("config") or {}).get("cpu_threads")
+        if isinstance(threads, int) and not isinstance(threads, bool) and threads > 0:
+            return THREADS.sub(f"({threads} threads)", str(env["device_name"]))
+        return str(env["device_name"])
+    model = (env.get("hardware") or {}).get("device_model")
+    return str(model or env.get("device_name") or env.get("device") or "not recorded")
+
+
 def cell_key(config: Mapping) -> str:
     """A hash of what defines a board cell: the run's defining config without the learning rate
     and the seed, which the protocol sweeps inside the cell."""

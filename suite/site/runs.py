@@ -26,7 +26,6 @@ from suite.record_store import iter_loaded
 from suite.schema import Record
 
 PLOT_SUFFIXES = (".png", ".svg", ".jpg", ".jpeg", ".webp")
-THREADS = re.compile(r"\(\d+ threads\)$")  # the end of a CPU's env.device_name: "AMD EPYC (1 threads)"
 
 
 @dataclass(frozen=True)
@@ -46,19 +45,9 @@ class Run:
 
     @property
     def hardware(self) -> str:
-        """The machine's class: the device's model (a GPU's name; a CPU's model with the threads the
-        run used, as env.device_name states them: 'AMD EPYC (1 threads)'); speed and memory compare
-        only between runs of one hardware class. A CPU record with env.hardware names the same class
-        as one without, so one machine is never two hosts."""
-        env = self.model.env
-        if env.device == "cpu" and env.device_name:
-            # Records before a3321d7 named the launching process's threads; the run's own are in its record.
-            threads = self.record.get("metrics", {}).get("cpu_threads") or self.record["config"].get("cpu_threads")
-            if isinstance(threads, int) and not isinstance(threads, bool) and threads > 0:
-                return THREADS.sub(f"({threads} threads)", str(env.device_name))
-            return str(env.device_name)
-        model = env.hardware.device_model if env.hardware else None
-        return str(model or env.device_name or env.device or "not recorded")
+        """The machine's class (records.hardware_class): speed and memory compare only between runs
+        of one hardware class."""
+        return records.hardware_class(self.record)
 
     @property
     def timed(self) -> bool:
