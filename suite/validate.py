@@ -338,6 +338,15 @@ CELL_SHARED = ((("env", "git_commit"), "one commit per cell"),
                (("config", "cpu_threads"), "one CPU thread count per cell"))
 
 
+def cell_shared(record: dict, at: tuple[str, ...]) -> Any:
+    """The value at ``at`` that a board cell's runs share. A CPU's env.device_name is read as the site
+    reads it (records.hardware_class): with the threads the run itself used, which a record before
+    a3321d7 has in its metrics, not in its device name (the launching process's threads)."""
+    if at == ("env", "device_name") and get(record, at) is not None:
+        return records.hardware_class(record)
+    return get(record, at)
+
+
 def board_cell(record: dict) -> tuple:
     """A train run's board cell (suite/site/board.py): its configuration without the seed and the
     learning rate (records.cell_key), on one device type."""
@@ -368,10 +377,10 @@ def cell_problems(checked: list[Checked]) -> list[Problem]:
     found = []
     for runs in cells.values():
         for at, expected in CELL_SHARED:
-            values = Counter(json.dumps(get(r.record, at)) for r in runs)
+            values = Counter(json.dumps(cell_shared(r.record, at)) for r in runs)
             usual, count = values.most_common(1)[0]
             for run in runs:
-                mine = json.dumps(get(run.record, at))
+                mine = json.dumps(cell_shared(run.record, at))
                 if mine != usual and get(run.record, at) is not None:  # a missing value is told as provenance
                     found.append(Problem(run.path, ".".join(at), f"{mine} while {count} of the {len(runs) - 1} other "
                                          f"runs of its board cell have {usual}", expected))

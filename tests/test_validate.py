@@ -201,6 +201,27 @@ def test_a_valid_submission_and_the_committed_results_validate_clean(tmp_path, c
     assert tracked and run_validate(capsys, str(committed / "results")) == (0, [])
 
 
+@pytest.mark.parametrize("run_threads, problem", [(1, False), (2, True)])
+def test_a_cells_device_is_named_with_the_threads_its_run_used(tmp_path, capsys, run_threads, problem):
+    # A record before a3321d7 named the launching process's threads in env.device_name: one run of a
+    # one-thread cell started from a 2-thread process says "(2 threads)" while its own are in
+    # metrics.cpu_threads. It is the cell's device as the site reads it (records.hardware_class), so
+    # only a run that did use another thread count is named.
+    cell = sorted((BOARD / "train" / "listops_short" / "softmax").glob("*.json"))
+    runs = [json.loads(path.read_text()) for path in cell]
+    assert len(runs) >= 3 and {r["env"]["device_name"] for r in runs} == {"AMD EPYC (1 threads)"}
+    runs[0]["env"]["device_name"] = "AMD EPYC (2 threads)"
+    runs[0]["metrics"]["cpu_threads"] = run_threads
+    written = [write(tmp_path / "results", run) for run in runs]
+    code, lines = run_validate(capsys, str(tmp_path / "results"))
+    if problem:
+        assert code == 1 and lines == [f'{written[0]}: env.device_name: "AMD EPYC (2 threads)" while {len(runs) - 1} '
+                                       f'of the {len(runs) - 1} other runs of its board cell have "AMD EPYC (1 '
+                                       'threads)"; expected one device per cell']
+    else:
+        assert (code, lines) == (0, [])
+
+
 def test_a_board_pinned_at_one_commit_refuses_records_of_another(tmp_path, capsys):
     shutil.copytree(BOARD / "train" / "listops_short", tmp_path / "train" / "listops_short")
     (tmp_path / "train" / "BOARD_COMMIT").write_text(OTHER_COMMIT + "\n")
