@@ -47,7 +47,7 @@ def test_every_committed_record_is_on_the_list():
     # Every record file under results/ is a run the site lists (none dropped as unreadable), and the
     # board holds every kind of record, so the parametrised checks below cover each kind.
     assert len(COMMITTED) == len(list((REPO / "results").rglob("*.json")))
-    assert {r.kind for r in COMMITTED} == {"train", "kernel", "fidelity", "decode"}
+    assert {r.kind for r in COMMITTED} == {"train", "kernel", "fidelity", "decode", "cost"}
 
 
 @pytest.mark.parametrize("run", [*SAMPLE, *(pytest.param(r, marks=pytest.mark.slow) for r in OTHERS)],
