@@ -18,7 +18,7 @@ from suite.site import build_site
 from suite.site.board import board_columns, board_rows
 from suite.site.costs import INFERENCE, TRAIN_STEP, cell_costs, cost_for
 from suite.site.figures import board_figures
-from suite.site.lead import lead
+from suite.site.lead import lead, recall_points
 from suite.site.runs import load_runs
 from tests.test_site import rows_of
 from tests.test_site_board import train
@@ -26,19 +26,20 @@ from tests.test_site_board import train
 LENGTHS = (128, 256)  # the longer lengths the made-up board point is tested at (trained at 64)
 
 
-def seeded(method: str, seed: int, accuracy: float, longer: dict[int, float]) -> dict:
+def seeded(method: str, seed: int, accuracy: float, longer: dict[int, float], pairs: int = 4) -> dict:
     """A train record at MQAR 64 with the accuracy at each longer length of ``longer``."""
-    record = train(method, seed=seed, test=accuracy)
+    record = train(method, seed=seed, test=accuracy, pairs=pairs)
     record["metrics"]["length_accuracy"] = [
         {"seq_len": n, "num_kv_pairs": n // 16, "baseline_accuracy": 16 / n, "accuracy": a} for n, a in longer.items()]
     return record
 
 
 def cost(method: str, times: dict[int, float], memory: dict[int, float] | None = None, *, step: float = 0.1,
-         host: str = "test cpu", commit: str = "c0ffee0", created: str = "2026-12-02T10:00:00Z") -> dict:
-    """A cost record of the configuration ``train(method)`` runs: the training step at 64 tokens and
-    inference per sequence at each length of ``times``."""
-    config = copy.deepcopy(train(method)["config"]) | {"mode": {"name": "cost"}}
+         host: str = "test cpu", commit: str = "c0ffee0", created: str = "2026-12-02T10:00:00Z",
+         pairs: int = 4) -> dict:
+    """A cost record of the configuration ``train(method, pairs=pairs)`` runs: the training step at 64
+    tokens and inference per sequence at each length of ``times``."""
+    config = copy.deepcopy(train(method, pairs=pairs)["config"]) | {"mode": {"name": "cost"}}
     points = [{"phase": TRAIN_STEP, "length": 64, "batch": 64, "status": "ok", "median_s": step,
                "per_sequence_s": step / 64, "peak_memory_bytes": 2**22}]
     points += [{"phase": INFERENCE, "length": n, "batch": 1, "status": "ok", "median_s": t, "per_sequence_s": t,
@@ -130,6 +131,20 @@ def test_the_lead_states_what_each_method_keeps_and_saves_at_the_longest_length(
     runs, rows, columns = site_rows(tmp_path / "tie", tie + [cost("softmax", EXACT), cost("linear", LINEAR)])
     (sentence,) = [s for s in lead(rows, columns, runs).summary if s.rule == "AT_LENGTH"]
     assert "linear 96.0% ± 1.0 at 0.50× its time" in sentence.text  # not clearly below: nothing given up
+
+
+def test_the_lead_opens_with_the_longest_length_measured(tmp_path):
+    # Two points: 64·4 pairs with costs to 128 tokens only, 64·8 pairs to 256. The lead's first
+    # AT_LENGTH sentence is the one at the longest length (the long board's 4,096 before a short
+    # board's 256), not the first point's.
+    eight = [seeded(m, s, 0.99, {128: a, 256: a}, pairs=8) for m, a in (("softmax", 0.97), ("linear", 0.5))
+             for s in range(3)]
+    shorter = {n: t for n, t in EXACT.items() if n <= 128}, {n: t for n, t in LINEAR.items() if n <= 128}
+    runs, rows, columns = site_rows(tmp_path, board() + [cost("softmax", shorter[0]), cost("linear", shorter[1])]
+                                    + eight + [cost("softmax", EXACT, pairs=8), cost("linear", LINEAR, pairs=8)])
+    assert [c.label for c in recall_points(columns)] == ["mqar 64·4 pairs (hybrid)", "mqar 64·8 pairs (hybrid)"]
+    paying = [s.text.split(" (hybrid)")[0] for s in lead(rows, columns, runs).summary if s.rule == "AT_LENGTH"]
+    assert paying == ["At 256 tokens on mqar 64·8 pairs", "At 128 tokens on mqar 64·4 pairs"]
 
 
 @pytest.mark.slow  # 4-7 s (three real runs): .ci/run runs it

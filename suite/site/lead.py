@@ -474,8 +474,12 @@ def lead(rows: list[Row], columns: list[Column], runs: list[Run], costs: dict[st
     used = [e for r in rankings for e in (*r.leaders, *r.behind)]
     fidelity = fidelity_headline(runs)
     costs = cell_costs(runs) if costs is None else costs
-    paying = [pays_sentence(column, host, lengths) for column in recall_points(columns)
-              for host, lengths in sorted(at_lengths([r for r in rows if not r.variant], column, costs).items())]
+    measured = [(column, host, lengths) for column in recall_points(columns)
+                for host, lengths in sorted(at_lengths([r for r in rows if not r.variant], column, costs).items())]
+    # The longest length first: the lead opens with what each method keeps and saves where it is
+    # meant to pay (the long board's 4,096 tokens before a short board's point tested at 256).
+    measured.sort(key=lambda found: -longest_with_reference(found[2]))
+    paying = [pays_sentence(column, host, lengths) for column, host, lengths in measured]
     summary = [s for s in (*paying, scale_sentence(everyone), paper_scale_sentence(everyone, columns),  # all it ran
                            state_sentence(state_point, states), recipe_sentence(state_point, states),
                            length_gap_sentence(everyone, kernel),
@@ -484,14 +488,19 @@ def lead(rows: list[Row], columns: list[Column], runs: list[Run], costs: dict[st
                 any(e.assumed for e in used))
 
 
+def longest_with_reference(lengths: dict[int, list[AtLength]]) -> int:
+    """The longest length with exact attention's accuracy and cost (0: none)."""
+    reference = known.reference_method()
+    return max((n for n, cells in lengths.items() if any(c.row.method == reference for c in cells)), default=0)
+
+
 def pays_sentence(column: Column, host: str, lengths: dict[int, list[AtLength]]) -> Sentence | None:
     """AT_LENGTH: at the longest length with exact attention's accuracy and cost, what each other
     method keeps (its accuracy, clearly below exact attention's or not) and saves (time, memory)."""
     reference = known.reference_method()
-    measured = [n for n, cells in lengths.items() if any(c.row.method == reference for c in cells)]
-    if not measured:
+    length = longest_with_reference(lengths)
+    if not length:
         return None
-    length = max(measured)
     cells = lengths[length]
     exact = next(c for c in cells if c.row.method == reference)
     others = sorted((c for c in cells if c is not exact), key=lambda c: known.method_rank(c.row.method))
